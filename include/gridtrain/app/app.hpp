@@ -1,0 +1,21 @@
+// Entry points of the gridtrain program, kept free of torch so that main and the CLI compile fast.
+#pragma once
+#include <mpi.h>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/util/log.hpp"
+
+namespace gridtrain {
+
+/// The whole command line: `gridtrain [-i DECK] [--section.key=value ...]`, `--help`,
+/// `--version`, `prepare text ...`. Initializes and finalizes MPI. Returns the exit code:
+/// 0 on success, kExitError after a reported error; a fault on one rank aborts the job.
+int cli_main(int argc, char** argv);
+
+/// Sets threads, checks the BLAS, measures the peak, echoes the config and trains. Collective.
+void run_training(const Config& cfg, MPI_Comm world, Log& log);
+
+/// Best-of-reps GFLOP/s of an n×n×n fp32 matmul through LibTorch with the current threads.
+double measure_sgemm_gflops(int n, int reps);
+
+}  // namespace gridtrain

@@ -1,0 +1,73 @@
+// The training run: builds grid → data → model → reducer → optimizer from a validated Config and
+// runs the step loop. Collective over the world communicator it is given (tests pass
+// MPI_COMM_SELF to get a 1-rank reference run inside an MPI job).
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <mpi.h>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/data/sampler.hpp"
+#include "gridtrain/data/token_data.hpp"
+#include "gridtrain/grid/grid.hpp"
+#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/optim/lr_schedule.hpp"
+#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/output/thermo.hpp"
+#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/util/log.hpp"
+#include "gridtrain/util/timer.hpp"
+
+namespace gridtrain {
+
+struct RunResult {
+  std::vector<double> losses;      ///< global mean training loss per step, nats/token
+  std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
+  std::optional<double> final_val_loss;
+  double loop_s = 0;        ///< wall seconds of the step loop
+  double tokens_per_s = 0;  ///< global training tokens / loop_s
+  double mfu = 0;           ///< fraction of the summed per-rank peak
+};
+
+class Trainer {
+ public:
+  /// Collective over world. Throws gridtrain::Error for problems every rank sees (grid shape,
+  /// batch arithmetic, dataset); peak_gflops is this rank's peak for MFU.
+  Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops);
+  ~Trainer();
+
+  /// Runs train.steps steps, printing thermo lines, then the end-of-run summary. Collective.
+  RunResult run();
+
+  LanguageModel& model() { return *model_; }
+  Grid& grid() { return *grid_; }
+  /// Mean validation loss over the fixed validation subset, nats/token. Collective over dp.
+  double evaluate();
+  int accumulation() const { return accum_; }
+
+ private:
+  /// Sum of the training losses of this rank's micro-batches of step s (each already / accum).
+  double forward_backward(long long step);
+  /// Fills a (rows, T+1) batch from the sampler for global sample indices first..first+rows-1.
+  torch::Tensor train_batch(std::uint64_t first, int rows);
+  void print_summary(const RunResult& r);
+
+  Config cfg_;
+  Log& log_;
+  double peak_gflops_;
+  std::unique_ptr<Grid> grid_;
+  int accum_ = 1;
+  TokenData data_;
+  std::unique_ptr<Sampler> sampler_;
+  std::vector<std::uint64_t> val_starts_;  // this dp rank's share of the validation subset
+  std::size_t val_total_ = 0;
+  std::shared_ptr<LanguageModel> model_;
+  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  Timer timer_;
+};
+
+}  // namespace gridtrain

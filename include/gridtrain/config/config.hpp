@@ -1,0 +1,90 @@
+// The run configuration: an INI deck (inputs/in.<name>) parsed by Boost.Program_options, with
+// every key also accepted as a CLI flag (--section.key=value) that wins over the deck.
+//
+// parse_config() collects *every* problem (unknown key, wrong type, out of range, inconsistent
+// values) and throws one gridtrain::Error listing them all, each with what would be valid.
+// The key table (name, default, meaning, valid values) lives in config/keys.cpp and drives
+// --help, the effective-config echo and docs/deck-reference.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gridtrain {
+
+struct Config {
+  struct Grid {
+    int dp = 0;  ///< data-parallel size; 0 = auto (world / (tp·pp))
+    int tp = 1;  ///< tensor-parallel size
+    int pp = 1;  ///< pipeline-parallel size
+  } grid;
+  struct Model {
+    std::string type = "gpt";
+    int n_layer = 4;
+    int n_head = 4;
+    int n_embd = 128;
+    int block_size = 128;  ///< context length T, tokens
+    int vocab_size = 0;    ///< 0 = take it from the dataset's vocab_size attribute
+  } model;
+  struct Data {
+    std::string path = "data/kjv.h5";
+  } data;
+  struct Optim {
+    std::string type = "adamw";
+    double lr = 1e-3;           ///< peak learning rate (before the linear scaling rule)
+    double min_lr = 1e-4;       ///< floor the decay ends at
+    int warmup_steps = 100;     ///< linear warmup length, steps
+    std::string schedule = "cosine";
+    int decay_steps = 0;        ///< step at which decay reaches min_lr; 0 = train.steps
+    double weight_decay = 0.1;  ///< decoupled (AdamW), on >= 2-D weights only
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double eps = 1e-8;
+    double momentum = 0.9;  ///< sgd only
+    double clip_grad = 1.0;  ///< max global L2 norm; 0 = off
+    std::string scale_lr = "none";  ///< none | linear (lr × global_batch / reference_batch)
+    int reference_batch = 0;        ///< batch that optim.lr was tuned for (linear rule)
+  } optim;
+  struct Train {
+    int steps = 1000;
+    int micro_batch = 16;   ///< sequences per forward/backward on one rank
+    int global_batch = 32;  ///< sequences per optimizer step over all dp ranks
+    int eval_interval = 100;  ///< steps between validation passes; 0 = only at the end
+    int eval_samples = 256;   ///< validation windows per pass (fixed subset)
+    std::uint64_t seed = 1337;
+  } train;
+  struct Comm {
+    double bucket_mb = 25.0;  ///< gradient bucket size, MiB
+  } comm;
+  struct Output {
+    std::string dir = "out";
+    int thermo = 10;           ///< steps between thermo lines
+    double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = measure with an sgemm probe
+  } output;
+
+  std::string deck_name;  ///< where the deck came from (path or "built in")
+};
+
+/// One deck key: its name, default, meaning and what values are valid.
+struct KeyInfo {
+  std::string name;
+  std::string default_value;
+  std::string help;
+  std::string valid;
+};
+
+/// Parses deck_text (INI) and then the CLI overrides (argv-style "--section.key=value" strings).
+/// Throws gridtrain::Error listing every problem found, naming deck_name, the key and the value.
+Config parse_config(const std::string& deck_text, const std::string& deck_name,
+                    const std::vector<std::string>& cli_overrides);
+
+/// Every key with its default, meaning and valid values, in deck order.
+std::vector<KeyInfo> config_keys();
+
+/// The effective configuration as an INI deck (sections in deck order), suitable to re-run.
+std::string config_text(const Config& c);
+
+/// The --help text for the keys: "  --section.key=DEFAULT   meaning [valid]".
+std::string config_help();
+
+}  // namespace gridtrain

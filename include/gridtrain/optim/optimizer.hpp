@@ -1,0 +1,66 @@
+// Optimizers over fp32 parameters, keyed by the deck's optim.type (registry in optim/registry.cpp).
+// Weight decay applies to >= 2-D weights only (matrices and embeddings), never to biases or
+// LayerNorm gains, as in GPT-2/nanoGPT.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace gridtrain {
+
+struct Config;
+
+struct NamedParameter {
+  std::string name;
+  torch::Tensor param;  ///< leaf tensor with .grad set by the reducer
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// Applies one update with learning rate lr to every parameter from its .grad.
+  virtual void step(double lr) = 0;
+};
+
+/// Builds c.optim.type over params. Throws gridtrain::Error for an unknown type.
+std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params);
+
+/// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization"), the same update as
+/// torch.optim.AdamW: p ← p·(1 − lr·wd); m ← β1 m + (1 − β1) g; v ← β2 v + (1 − β2) g²;
+/// p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε).
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay);
+  void step(double lr) override;
+
+ private:
+  struct Slot {
+    NamedParameter p;
+    torch::Tensor exp_avg, exp_avg_sq;  // same shape as p
+    bool decay;
+  };
+  std::vector<Slot> slots_;
+  double beta1_, beta2_, eps_, wd_;
+  long long t_ = 0;
+};
+
+/// SGD with heavy-ball momentum as torch.optim.SGD (dampening 0): g ← g + wd·p (>= 2-D only);
+/// b ← μ b + g; p ← p − lr·b.
+class Sgd : public Optimizer {
+ public:
+  Sgd(std::vector<NamedParameter> params, double momentum, double weight_decay);
+  void step(double lr) override;
+
+ private:
+  struct Slot {
+    NamedParameter p;
+    torch::Tensor momentum_buffer;
+    bool decay;
+  };
+  std::vector<Slot> slots_;
+  double momentum_, wd_;
+};
+
+}  // namespace gridtrain

@@ -1,0 +1,36 @@
+// Thermo output (rank 0): a header row once, then one fixed-width line every output.thermo steps,
+// mirrored as one JSON object per line into <output.dir>/metrics.jsonl.
+#pragma once
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "gridtrain/util/log.hpp"
+
+namespace gridtrain {
+
+struct ThermoRow {
+  long long step;                  ///< optimizer steps completed
+  double loss;                     ///< mean training loss of this step over the global batch, nats/token
+  std::optional<double> val_loss;  ///< validation loss when computed at this step, nats/token
+  double lr;                       ///< learning rate used by this step
+  double grad_norm;                ///< global L2 norm before clipping
+  double tokens_per_s;             ///< global tokens per second over the interval
+  double step_ms;                  ///< wall ms per step over the interval (evaluation excluded)
+  double mfu;                      ///< model FLOPs utilization, fraction of peak
+};
+
+class Thermo {
+ public:
+  /// metrics_path: metrics.jsonl (opened only when log is active, i.e. on rank 0).
+  /// Throws std::runtime_error naming the file if it cannot be opened.
+  Thermo(Log& log, const std::string& metrics_path);
+  void write(const ThermoRow& row);
+
+ private:
+  Log& log_;
+  std::ofstream jsonl_;
+  bool header_done_ = false;
+};
+
+}  // namespace gridtrain

@@ -1,0 +1,42 @@
+// Small RAII owner for HDF5 identifiers (files, datasets, spaces, property lists, attributes),
+// so that every early return or exception closes what was opened.
+#pragma once
+#include <string>
+#include <utility>
+
+#include <hdf5.h>
+
+namespace gridtrain {
+
+class H5Id {
+ public:
+  H5Id() = default;
+  /// Takes ownership of id; a negative id (HDF5's failure value) throws std::runtime_error(what).
+  H5Id(hid_t id, const std::string& what);
+  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
+  H5Id& operator=(H5Id&& o) noexcept {
+    std::swap(id_, o.id_);
+    return *this;
+  }
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  ~H5Id();
+  hid_t get() const { return id_; }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+/// Turns off HDF5's automatic error-stack printing; gridtrain reports errors itself.
+void h5_silence_errors();
+
+/// Attribute helpers on an object (file root, group or dataset). Throw std::runtime_error
+/// naming the attribute when it is missing or has the wrong type.
+void h5_write_attr(hid_t obj, const std::string& name, const std::string& value);
+void h5_write_attr(hid_t obj, const std::string& name, long long value);
+std::string h5_read_attr_string(hid_t obj, const std::string& name);
+long long h5_read_attr_int(hid_t obj, const std::string& name);
+bool h5_has_attr(hid_t obj, const std::string& name);
+
+}  // namespace gridtrain

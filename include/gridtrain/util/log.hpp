@@ -1,0 +1,25 @@
+// Rank-0 logger: one place that writes to the screen and tees into log.gridtrain.
+#pragma once
+#include <fstream>
+#include <string>
+
+namespace gridtrain {
+
+class Log {
+ public:
+  /// active: whether this rank prints (rank 0 of the world).
+  explicit Log(bool active = true) : active_(active) {}
+  /// Starts teeing into path (truncates). Throws std::runtime_error naming path if it cannot open.
+  void open_file(const std::string& path);
+  /// Prints text as is (add the newline yourself) on screen and into the log file.
+  void print(const std::string& text);
+  /// Prints a warning box that is hard to miss.
+  void warn(const std::string& text);
+  bool active() const { return active_; }
+
+ private:
+  bool active_;
+  std::ofstream file_;
+};
+
+}  // namespace gridtrain

@@ -1,0 +1,65 @@
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "gridtrain/app/app.hpp"
+#include "gridtrain/app/trainer.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/util/threads.hpp"
+#include "gridtrain/version.hpp"
+
+namespace gridtrain {
+
+double measure_sgemm_gflops(int n, int reps) {
+  torch::NoGradGuard no_grad;
+  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  auto c = torch::mm(a, b);  // warm-up: thread pool and BLAS buffers
+  double best = 0.0;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c = torch::mm(a, b);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best;
+}
+
+void run_training(const Config& cfg, MPI_Comm world, Log& log) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  agree(world, [&] {
+    if (rank == 0) std::filesystem::create_directories(cfg.output.dir);
+  });
+  log.open_file(cfg.output.dir + "/log.gridtrain");
+  log.print(std::string("gridtrain ") + kVersion + " on " + std::to_string(size) + " MPI ranks, deck " +
+            cfg.deck_name + "\n");
+
+  const ThreadPlan threads = plan_threads(world);
+  apply_threads(threads.threads);
+  log.print("Threads: " + std::to_string(threads.threads) + " per rank (" + threads.source + ")\n");
+  const BlasInfo blas = detect_blas();
+  log.print("BLAS: " + (blas.library.empty() ? std::string("unknown") : blas.library) + "\n");
+  if (blas.reference)
+    log.warn("\n  ************************************************************************\n"
+             "  LibTorch is using the Netlib REFERENCE BLAS (" + blas.library + "),\n"
+             "  about 15x slower than OpenBLAS for sgemm. Fix (Debian/Ubuntu, as root):\n"
+             "    apt-get install libopenblas0-pthread && update-alternatives --set \\\n"
+             "      libblas.so.3-x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3\n"
+             "  ************************************************************************");
+
+  double peak = cfg.output.peak_gflops;
+  if (peak <= 0) {
+    peak = measure_sgemm_gflops(1024, 3);
+    char line[128];
+    std::snprintf(line, sizeof line, "Peak: %.1f GFLOP/s per rank (1024^3 sgemm probe, rank 0)\n", peak);
+    log.print(line);
+  }
+  log.print("Effective configuration:\n" + config_text(cfg) + "\n");
+  Trainer trainer(cfg, world, log, peak);
+  trainer.run();
+}
+
+}  // namespace gridtrain

@@ -1,0 +1,111 @@
+// Command line of the gridtrain program and the two kinds of error exits (see util/error.hpp).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "gridtrain/app/app.hpp"
+#include "gridtrain/data/prepare.hpp"
+#include "gridtrain/default_deck.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/version.hpp"
+
+namespace po = boost::program_options;
+
+namespace gridtrain {
+namespace {
+
+constexpr const char* kUsage =
+    "Usage:\n"
+    "  mpirun -np N gridtrain [-i DECK] [--section.key=value ...]   train (no -i: built-in KJV GPT deck)\n"
+    "  gridtrain prepare text --input FILE --output FILE.h5 [--val-fraction F]\n"
+    "  gridtrain --help | --version\n";
+
+std::string read_deck(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read deck file '" + path + "' (given with -i); check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int prepare_main(const std::vector<std::string>& args, int rank, Log& log) {
+  po::options_description desc("gridtrain prepare text");
+  desc.add_options()("input", po::value<std::string>(), "text file to tokenize (bytes)")(
+      "output", po::value<std::string>(), "HDF5 file to write")(
+      "val-fraction", po::value<double>()->default_value(0.1), "share of the bytes (tail) kept for validation");
+  po::variables_map vm;
+  try {
+    if (args.empty() || args.front() != "text") throw Error("prepare: expected `prepare text`; known formats: text");
+    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(desc).run(), vm);
+  } catch (const po::error& e) {
+    throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
+  }
+  if (!vm.count("input") || !vm.count("output")) throw Error(std::string("prepare: --input and --output are required\n") + kUsage);
+  PrepareReport r;
+  agree(MPI_COMM_WORLD, [&] {
+    if (rank == 0) r = prepare_text(vm["input"].as<std::string>(), vm["output"].as<std::string>(), vm["val-fraction"].as<double>());
+  });
+  log.print("Wrote " + vm["output"].as<std::string>() + ": " + std::to_string(r.train_tokens) + " train + " +
+            std::to_string(r.val_tokens) + " val tokens (bytes, vocab 256) from " + std::to_string(r.source_bytes) +
+            " bytes, sha256 " + r.sha256 + "\n");
+  return 0;
+}
+
+int run(int argc, char** argv, int rank, Log& log) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, rank, log);
+
+  po::options_description desc;
+  desc.add_options()("help,h", "")("version,V", "")("in,i", po::value<std::string>());
+  po::variables_map vm;
+  po::parsed_options parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
+  po::store(parsed, vm);
+  if (vm.count("help")) {
+    log.print(std::string(kUsage) + "\nDeck keys (also accepted as --section.key=value; CLI wins over the deck):\n" +
+              config_help());
+    return 0;
+  }
+  if (vm.count("version")) {
+    log.print(std::string("gridtrain ") + kVersion + "\n");
+    return 0;
+  }
+  const bool have_deck = vm.count("in") > 0;
+  const std::string deck_name = have_deck ? vm["in"].as<std::string>() : kDefaultDeckName;
+  const std::string deck = have_deck ? read_deck(deck_name) : kDefaultDeck;
+  const Config cfg = parse_config(deck, deck_name, po::collect_unrecognized(parsed.options, po::include_positional));
+  run_training(cfg, MPI_COMM_WORLD, log);
+  return 0;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Log log(rank == 0);
+  int code = 0;
+  try {
+    code = run(argc, argv, rank, log);
+  } catch (const Error& e) {
+    // Every rank sees the same problem: report once, exit cleanly.
+    if (rank == 0) std::fprintf(stderr, "ERROR: %s\n", e.what());
+    code = kExitError;
+  } catch (const po::error& e) {
+    if (rank == 0) std::fprintf(stderr, "ERROR: command line: %s\n%s", e.what(), kUsage);
+    code = kExitError;
+  } catch (const std::exception& e) {
+    // A fault on this rank only (I/O, allocation, LibTorch): the others may be waiting in a
+    // collective, so take the whole job down rather than hang.
+    std::fprintf(stderr, "ERROR on rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, kExitError);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace gridtrain

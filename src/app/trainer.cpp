@@ -1,0 +1,205 @@
+#include "gridtrain/app/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "gridtrain/util/error.hpp"
+
+namespace gridtrain {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Batch arithmetic that needs the grid: global = micro × dp × accumulation.
+int accumulation_steps(const Config& c, int dp) {
+  const int per_step = c.train.micro_batch * dp;
+  if (c.train.global_batch % per_step != 0)
+    throw Error("train.global_batch = " + std::to_string(c.train.global_batch) +
+                " is not divisible by train.micro_batch * dp = " + std::to_string(c.train.micro_batch) + " * " +
+                std::to_string(dp) + "; valid: a multiple of " + std::to_string(per_step));
+  return c.train.global_batch / per_step;
+}
+
+GridShape trainable_shape(const Config& c, MPI_Comm world) {
+  int world_size = 1;
+  MPI_Comm_size(world, &world_size);
+  GridShape s = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);
+  if (s.tp > 1 || s.pp > 1)
+    throw Error("grid.tp = " + std::to_string(s.tp) + ", grid.pp = " + std::to_string(s.pp) +
+                ": tensor and pipeline parallel training are not supported yet; valid for now: tp = 1, pp = 1");
+  return s;
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops)
+    : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), schedule_(cfg) {
+  grid_ = std::make_unique<Grid>(world, trainable_shape(cfg, world));
+  accum_ = accumulation_steps(cfg, grid_->shape().dp);
+
+  const std::string hint = "Prepare the KJV corpus with: bible -f \"Genesis 1:1-Revelation 22:21\" > data/kjv.txt && "
+                           "gridtrain prepare text --input data/kjv.txt --output " + cfg.data.path +
+                           " (or run scripts/prepare-kjv)";
+  data_ = load_tokens(cfg.data.path, grid_->comm(), static_cast<std::size_t>(cfg.model.block_size) + 1, hint);
+  const int vocab = cfg.model.vocab_size > 0 ? cfg.model.vocab_size : data_.vocab_size;
+  if (vocab < data_.vocab_size)
+    throw Error("model.vocab_size = " + std::to_string(vocab) + " is smaller than the dataset's vocab_size = " +
+                std::to_string(data_.vocab_size) + " (" + cfg.data.path + "); valid: 0 (auto) or >= " +
+                std::to_string(data_.vocab_size));
+  sampler_ = std::make_unique<Sampler>(data_.train, cfg.model.block_size, cfg.train.seed);
+  const auto all_val = validation_starts(data_.val.size(), cfg.model.block_size, cfg.train.eval_samples);
+  val_total_ = all_val.size();
+  const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
+  val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
+
+  model_ = make_model(cfg, vocab);
+  model_->initialize(cfg.train.seed);
+  std::vector<NamedParameter> named;
+  std::vector<torch::Tensor> params;
+  for (auto& p : model_->named_parameters(true)) {
+    named.push_back({p.key(), p.value()});
+    params.push_back(p.value());
+  }
+  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb);
+  optimizer_ = make_optimizer(cfg, std::move(named));
+
+  log_.print(grid_->describe() + "\n");
+  log_.print("Model: " + cfg.model.type + ", " + std::to_string(count_parameters(*model_)) + " parameters, " +
+             fmt("%.4g", model_->flops_per_token()) + " FLOPs/token (6N + 12LCT)\n");
+  log_.print("Data: " + cfg.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
+             std::to_string(data_.val.size()) + " val tokens, vocab " + std::to_string(vocab) + ", " +
+             std::to_string(sampler_->windows()) + " windows per epoch\n");
+  log_.print("Batch: global " + std::to_string(cfg.train.global_batch) + " = micro " +
+             std::to_string(cfg.train.micro_batch) + " x dp " + std::to_string(grid_->shape().dp) + " x accumulation " +
+             std::to_string(accum_) + " sequences of " + std::to_string(cfg.model.block_size) + " tokens; " +
+             std::to_string(reducer_->bucket_count()) + " gradient bucket(s)\n");
+  log_.print("LR: peak " + fmt("%.4g", schedule_.peak()) + ", lr(0) = " + fmt("%.4g", schedule_(0)) + "\n");
+}
+
+Trainer::~Trainer() = default;
+
+torch::Tensor Trainer::train_batch(std::uint64_t first, int rows) {
+  const int T1 = cfg_.model.block_size + 1;
+  auto batch = torch::empty({rows, T1}, torch::kLong);  // (B, T+1)
+  auto* out = batch.data_ptr<std::int64_t>();
+  for (int b = 0; b < rows; ++b) sampler_->fill(first + b, out + static_cast<std::size_t>(b) * T1);
+  return batch;
+}
+
+double Trainer::forward_backward(long long step) {
+  const int B = cfg_.train.micro_batch, T = cfg_.model.block_size;
+  const std::uint64_t first = static_cast<std::uint64_t>(step) * cfg_.train.global_batch +
+                              static_cast<std::uint64_t>(grid_->dp().rank()) * B * accum_;
+  double loss_sum = 0.0;
+  for (int m = 0; m < accum_; ++m) {
+    auto batch = train_batch(first + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
+    timer_.stamp(Section::Data);
+    auto loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)) / accum_;
+    loss.backward();
+    loss_sum += loss.item<double>();
+    timer_.stamp(Section::Compute);
+  }
+  return loss_sum;
+}
+
+double Trainer::evaluate() {
+  torch::NoGradGuard no_grad;
+  const int T = cfg_.model.block_size, B = cfg_.train.micro_batch;
+  double sums[2] = {0.0, 0.0};  // loss sum (nats), tokens
+  for (std::size_t i = 0; i < val_starts_.size(); i += B) {
+    const int rows = static_cast<int>(std::min<std::size_t>(B, val_starts_.size() - i));
+    auto batch = torch::empty({rows, T + 1}, torch::kLong);  // (rows, T+1)
+    auto* out = batch.data_ptr<std::int64_t>();
+    for (int b = 0; b < rows; ++b)
+      for (int t = 0; t <= T; ++t) out[b * (T + 1) + t] = data_.val[val_starts_[i + b] + t];
+    sums[0] += model_->loss_sum(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)).item<double>();
+    sums[1] += static_cast<double>(rows) * T;
+  }
+  grid_->dp().allreduce_sum(sums, 2);
+  return sums[0] / sums[1];
+}
+
+RunResult Trainer::run() {
+  RunResult r;
+  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl");
+  const long long steps = cfg_.train.steps;
+  const double tokens_per_step = static_cast<double>(cfg_.train.global_batch) * cfg_.model.block_size;
+  double peak_total[1] = {peak_gflops_ * 1e9};
+  MPI_Allreduce(MPI_IN_PLACE, peak_total, 1, MPI_DOUBLE, MPI_SUM, grid_->comm());
+  const double flops_per_step = model_->flops_per_token() * tokens_per_step;
+
+  using Clock = std::chrono::steady_clock;
+  const auto loop_start = Clock::now();
+  auto interval_start = loop_start;
+  double interval_eval_s = 0.0;
+  long long interval_steps = 0;
+  timer_.reset();
+  for (long long s = 0; s < steps; ++s) {
+    reducer_->zero_grad();
+    timer_.stamp(Section::Other);
+    double loss[1] = {forward_backward(s)};
+    reducer_->allreduce();
+    grid_->dp().allreduce_sum(loss, 1);
+    loss[0] /= grid_->dp().size();
+    timer_.stamp(Section::Comm);
+
+    const double norm = reducer_->grad_norm();
+    if (cfg_.optim.clip_grad > 0 && norm > cfg_.optim.clip_grad) reducer_->scale(cfg_.optim.clip_grad / (norm + 1e-6));
+    const double lr = schedule_(s);
+    optimizer_->step(lr);
+    r.losses.push_back(loss[0]);
+    r.grad_norms.push_back(norm);
+    ++interval_steps;
+    timer_.stamp(Section::Optim);
+
+    const bool last = s + 1 == steps;
+    std::optional<double> val;
+    if (last || (cfg_.train.eval_interval > 0 && (s + 1) % cfg_.train.eval_interval == 0)) {
+      const auto t0 = Clock::now();
+      val = evaluate();
+      interval_eval_s += std::chrono::duration<double>(Clock::now() - t0).count();
+      timer_.stamp(Section::Eval);
+    }
+    if (last || s == 0 || (s + 1) % cfg_.output.thermo == 0 || val) {
+      const double train_s =
+          std::chrono::duration<double>(Clock::now() - interval_start).count() - interval_eval_s;
+      const double tps = tokens_per_step * interval_steps / train_s;
+      thermo.write({s + 1, loss[0], val, lr, norm, tps, 1e3 * train_s / interval_steps,
+                    flops_per_step * interval_steps / train_s / peak_total[0]});
+      interval_start = Clock::now();
+      interval_eval_s = 0.0;
+      interval_steps = 0;
+      timer_.stamp(Section::Output);
+    }
+    if (last) r.final_val_loss = val;
+  }
+  r.loop_s = std::chrono::duration<double>(Clock::now() - loop_start).count();
+  r.tokens_per_s = tokens_per_step * steps / r.loop_s;
+  r.mfu = flops_per_step * steps / r.loop_s / peak_total[0];
+  print_summary(r);
+  return r;
+}
+
+void Trainer::print_summary(const RunResult& r) {
+  const auto stats = timer_.breakdown(grid_->comm(), r.loop_s);
+  const long long steps = cfg_.train.steps;
+  const double tokens = static_cast<double>(steps) * cfg_.train.global_batch * cfg_.model.block_size;
+  log_.print("\nLoop time of " + fmt("%.6g", r.loop_s) + " on " + std::to_string(grid_->shape().size()) +
+             " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
+  log_.print("Performance: " + fmt("%.1f", r.tokens_per_s) + " tokens/s, " +
+             fmt("%.2f", r.tokens_per_s / cfg_.model.block_size) + " samples/s, " + fmt("%.2f", 100.0 * r.mfu) +
+             "% MFU (peak " + fmt("%.1f", peak_gflops_) + " GFLOP/s per rank" +
+             (cfg_.output.peak_gflops > 0 ? ", from output.peak_gflops)\n" : ", measured by sgemm probe)\n"));
+  log_.print(format_breakdown(stats));
+  if (r.final_val_loss)
+    log_.print("\nFinal validation loss: " + fmt("%.4f", *r.final_val_loss) + " nats/token (" +
+               fmt("%.4f", *r.final_val_loss / std::log(2.0)) + " bits/token) over " + std::to_string(val_total_) +
+               " windows\n");
+}
+
+}  // namespace gridtrain

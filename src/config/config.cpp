@@ -1,0 +1,160 @@
+#include "gridtrain/config/config.hpp"
+
+#include <map>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "gridtrain/util/error.hpp"
+#include "keys.hpp"
+
+namespace po = boost::program_options;
+
+namespace gridtrain {
+namespace {
+
+using detail::Key;
+using detail::key_table;
+
+po::options_description key_options() {
+  po::options_description desc;
+  for (const Key& k : key_table()) desc.add_options()(k.info.name.c_str(), po::value<std::string>());
+  return desc;
+}
+
+// Closest known key, to suggest for a typo (Levenshtein distance <= 3).
+std::string suggest(const std::string& unknown) {
+  std::string best;
+  size_t best_d = 4;
+  for (const Key& k : key_table()) {
+    const std::string& a = unknown;
+    const std::string& b = k.info.name;
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[b.size()] < best_d) best_d = row[b.size()], best = b;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+const Key* find_key(const std::string& name) {
+  for (const Key& k : key_table())
+    if (k.info.name == name) return &k;
+  return nullptr;
+}
+
+// Applies one parsed source (deck or CLI) to c, appending problems to errors.
+void apply(const po::parsed_options& parsed, const std::string& where, Config& c,
+           std::vector<std::string>& errors) {
+  std::map<std::string, int> seen;
+  for (const auto& opt : parsed.options) {
+    const std::string key = opt.string_key;
+    const Key* k = find_key(key);
+    if (opt.unregistered || k == nullptr) {
+      errors.push_back(where + ": unknown key '" + key + "'" + suggest(key) +
+                       "; run `gridtrain --help` for the list of keys");
+      continue;
+    }
+    if (++seen[key] == 2) errors.push_back(where + ": key '" + key + "' is given more than once");
+    if (opt.value.size() != 1) {
+      errors.push_back(where + ": key '" + key + "' needs exactly one value");
+      continue;
+    }
+    if (auto problem = k->assign(c, opt.value.front()))
+      errors.push_back(where + ": " + key + " = '" + opt.value.front() + "': " + *problem);
+  }
+}
+
+// Checks that involve more than one key (those involving the world size live in the grid/app).
+void check_consistency(const Config& c, std::vector<std::string>& errors) {
+  if (c.model.n_embd % c.model.n_head != 0)
+    errors.push_back("model.n_embd = " + std::to_string(c.model.n_embd) + " is not divisible by model.n_head = " +
+                     std::to_string(c.model.n_head) + "; valid: a multiple of n_head");
+  if (c.train.global_batch % c.train.micro_batch != 0)
+    errors.push_back("train.global_batch = " + std::to_string(c.train.global_batch) +
+                     " is not a multiple of train.micro_batch = " + std::to_string(c.train.micro_batch));
+  if (c.optim.min_lr > c.optim.lr)
+    errors.push_back("optim.min_lr = " + std::to_string(c.optim.min_lr) + " is above optim.lr = " +
+                     std::to_string(c.optim.lr) + "; valid: min_lr <= lr");
+  if (c.optim.scale_lr == "linear" && c.optim.reference_batch == 0)
+    errors.push_back("optim.scale_lr = linear needs optim.reference_batch > 0 (the batch optim.lr was tuned for)");
+  if (c.optim.decay_steps != 0 && c.optim.decay_steps <= c.optim.warmup_steps)
+    errors.push_back("optim.decay_steps = " + std::to_string(c.optim.decay_steps) +
+                     " must exceed optim.warmup_steps = " + std::to_string(c.optim.warmup_steps) + " (or be 0)");
+}
+
+}  // namespace
+
+Config parse_config(const std::string& deck_text, const std::string& deck_name,
+                    const std::vector<std::string>& cli_overrides) {
+  Config c;
+  c.deck_name = deck_name;
+  std::vector<std::string> errors;
+  const auto desc = key_options();
+
+  try {
+    std::istringstream in(deck_text);
+    apply(po::parse_config_file(in, desc, /*allow_unregistered=*/true), "deck " + deck_name, c, errors);
+  } catch (const po::error& e) {
+    errors.push_back("deck " + deck_name + ": " + e.what() +
+                     "; valid lines are '[section]', 'key = value' and '# comment'");
+  }
+  try {
+    std::vector<std::string> args(cli_overrides);
+    auto parsed = po::command_line_parser(args).options(desc).allow_unregistered()
+                      .style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing)
+                      .run();
+    for (const auto& opt : parsed.options)
+      if (opt.string_key.empty())  // positional argument
+        errors.push_back("command line: unexpected argument '" + opt.original_tokens.front() +
+                         "'; overrides look like --section.key=value");
+    std::erase_if(parsed.options, [](const po::option& o) { return o.string_key.empty(); });
+    apply(parsed, "command line", c, errors);
+  } catch (const po::error& e) {
+    errors.push_back(std::string("command line: ") + e.what());
+  }
+  if (errors.empty()) check_consistency(c, errors);
+  if (!errors.empty()) {
+    std::string msg = std::to_string(errors.size()) + " problem(s) in the configuration:";
+    for (const auto& e : errors) msg += "\n  - " + e;
+    throw Error(msg);
+  }
+  return c;
+}
+
+std::vector<KeyInfo> config_keys() {
+  std::vector<KeyInfo> out;
+  for (const Key& k : key_table()) out.push_back(k.info);
+  return out;
+}
+
+std::string config_text(const Config& c) {
+  std::string out, section;
+  for (const Key& k : key_table()) {
+    const auto dot = k.info.name.find('.');
+    const std::string s = k.info.name.substr(0, dot);
+    if (s != section) out += (section.empty() ? "[" : "\n[") + s + "]\n", section = s;
+    out += k.info.name.substr(dot + 1) + " = " + k.show(c) + "\n";
+  }
+  return out;
+}
+
+std::string config_help() {
+  std::string out;
+  for (const Key& k : key_table()) {
+    std::string flag = "  --" + k.info.name + "=" + k.info.default_value;
+    if (flag.size() < 34) flag.resize(34, ' ');
+    out += flag + " " + k.info.help + " [" + k.info.valid + "]\n";
+  }
+  return out;
+}
+
+}  // namespace gridtrain

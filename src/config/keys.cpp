@@ -1,0 +1,172 @@
+// The deck keys. Adding a key = one line here plus its field in Config; --help, the echo, the
+// deck reference and the unknown-key check all follow from this table.
+#include "keys.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace gridtrain::detail {
+namespace {
+
+std::string show_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+template <class T>
+std::optional<T> parse_number(const std::string& text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+// Integer key in [lo, hi].
+template <class T, class Ref>
+Key int_key(std::string name, Ref ref, std::string help, T lo, T hi = std::numeric_limits<T>::max()) {
+  Config defaults;
+  std::string valid = "integer >= " + std::to_string(lo);
+  if (hi != std::numeric_limits<T>::max()) valid = "integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return {{name, std::to_string(ref(defaults)), std::move(help), valid},
+          [ref, lo, hi, valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            auto v = parse_number<T>(text);
+            if (!v) return "not an integer; valid: " + valid;
+            if (*v < lo || *v > hi) return "out of range; valid: " + valid;
+            ref(c) = *v;
+            return std::nullopt;
+          },
+          [ref](const Config& c) { return std::to_string(ref(c)); }};
+}
+
+// Real key in [lo, hi]; lo_open excludes lo itself.
+template <class Ref>
+Key real_key(std::string name, Ref ref, std::string help, double lo, bool lo_open,
+             double hi = std::numeric_limits<double>::infinity()) {
+  Config defaults;
+  std::string valid = std::string("number ") + (lo_open ? "> " : ">= ") + show_double(lo);
+  if (std::isfinite(hi)) valid += " and <= " + show_double(hi);
+  return {{name, show_double(ref(defaults)), std::move(help), valid},
+          [ref, lo, lo_open, hi, valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            auto v = parse_number<double>(text);
+            if (!v || !std::isfinite(*v)) return "not a number; valid: " + valid;
+            if (*v < lo || (lo_open && *v == lo) || *v > hi) return "out of range; valid: " + valid;
+            ref(c) = *v;
+            return std::nullopt;
+          },
+          [ref](const Config& c) { return show_double(ref(c)); }};
+}
+
+// String key; an empty choices list accepts any non-empty text.
+template <class Ref>
+Key text_key(std::string name, Ref ref, std::string help, std::vector<std::string> choices = {}) {
+  Config defaults;
+  std::string valid = "non-empty text";
+  if (!choices.empty()) {
+    valid = "one of";
+    for (const auto& ch : choices) valid += " " + ch;
+  }
+  return {{name, ref(defaults), std::move(help), valid},
+          [ref, choices, valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            if (text.empty()) return "empty; valid: " + valid;
+            if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end())
+              return "not recognised; valid: " + valid;
+            ref(c) = text;
+            return std::nullopt;
+          },
+          [ref](const Config& c) { return ref(c); }};
+}
+
+// grid.dp: a positive integer or "auto" (stored as 0).
+Key dp_key() {
+  auto ref = [](auto& c) -> auto& { return c.grid.dp; };
+  Key k = int_key<int>("grid.dp", ref, "data-parallel size; auto = world size / (tp * pp)", 1);
+  auto parse_int = k.assign;
+  k.info.default_value = "auto";
+  k.info.valid = "auto or integer >= 1";
+  k.assign = [parse_int](Config& c, const std::string& text) -> std::optional<std::string> {
+    if (text == "auto") {
+      c.grid.dp = 0;
+      return std::nullopt;
+    }
+    if (parse_int(c, text)) return "not auto or a positive integer; valid: auto or integer >= 1";
+    return std::nullopt;
+  };
+  k.show = [](const Config& c) { return c.grid.dp == 0 ? std::string("auto") : std::to_string(c.grid.dp); };
+  return k;
+}
+
+#define GT_REF(field) [](auto& c) -> auto& { return c.field; }
+
+std::vector<Key> build_table() {
+  using std::uint64_t;
+  return {
+      dp_key(),
+      int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
+      int_key<int>("grid.pp", GT_REF(grid.pp), "pipeline-parallel size (stages)", 1),
+
+      text_key("model.type", GT_REF(model.type), "model family", {"gpt"}),
+      int_key<int>("model.n_layer", GT_REF(model.n_layer), "transformer blocks L", 1),
+      int_key<int>("model.n_head", GT_REF(model.n_head), "attention heads H per block", 1),
+      int_key<int>("model.n_embd", GT_REF(model.n_embd), "embedding width C (divisible by n_head)", 1),
+      int_key<int>("model.block_size", GT_REF(model.block_size), "context length T, tokens", 1),
+      int_key<int>("model.vocab_size", GT_REF(model.vocab_size),
+                   "vocabulary size V; 0 = the dataset's vocab_size attribute", 0),
+
+      text_key("data.path", GT_REF(data.path), "token file written by `gridtrain prepare` (HDF5)"),
+
+      text_key("optim.type", GT_REF(optim.type), "optimizer", {"adamw", "sgd"}),
+      real_key("optim.lr", GT_REF(optim.lr), "peak learning rate (before optim.scale_lr)", 0.0, true),
+      real_key("optim.min_lr", GT_REF(optim.min_lr), "learning rate at the end of the decay", 0.0, false),
+      int_key<int>("optim.warmup_steps", GT_REF(optim.warmup_steps),
+                   "linear warmup steps: lr(s) = lr * (s+1) / warmup_steps for s < warmup_steps", 0),
+      text_key("optim.schedule", GT_REF(optim.schedule), "decay after warmup, down to min_lr",
+               {"cosine", "linear", "constant"}),
+      int_key<int>("optim.decay_steps", GT_REF(optim.decay_steps),
+                   "step at which the decay reaches min_lr; 0 = train.steps", 0),
+      real_key("optim.weight_decay", GT_REF(optim.weight_decay),
+               "decoupled weight decay, applied to >= 2-D weights only", 0.0, false),
+      real_key("optim.beta1", GT_REF(optim.beta1), "Adam first-moment decay", 0.0, false, 1.0),
+      real_key("optim.beta2", GT_REF(optim.beta2), "Adam second-moment decay", 0.0, false, 1.0),
+      real_key("optim.eps", GT_REF(optim.eps), "Adam denominator epsilon", 0.0, true),
+      real_key("optim.momentum", GT_REF(optim.momentum), "SGD momentum (optim.type = sgd)", 0.0, false, 1.0),
+      real_key("optim.clip_grad", GT_REF(optim.clip_grad), "max global gradient L2 norm; 0 = no clipping", 0.0, false),
+      text_key("optim.scale_lr", GT_REF(optim.scale_lr),
+               "linear scaling rule: lr *= global_batch / reference_batch (Goyal et al. 2017)",
+               {"none", "linear"}),
+      int_key<int>("optim.reference_batch", GT_REF(optim.reference_batch),
+                   "global batch optim.lr was tuned for (needed by scale_lr = linear)", 0),
+
+      int_key<int>("train.steps", GT_REF(train.steps), "optimizer steps to run", 1),
+      int_key<int>("train.micro_batch", GT_REF(train.micro_batch), "sequences per forward/backward on one rank", 1),
+      int_key<int>("train.global_batch", GT_REF(train.global_batch),
+                   "sequences per optimizer step over all dp ranks (= micro_batch * dp * accumulation)", 1),
+      int_key<int>("train.eval_interval", GT_REF(train.eval_interval),
+                   "steps between validation passes; 0 = only after the last step", 0),
+      int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation windows per pass (fixed subset)", 1),
+      int_key<uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
+
+      real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true),
+
+      text_key("output.dir", GT_REF(output.dir), "directory for log.gridtrain and metrics.jsonl"),
+      int_key<int>("output.thermo", GT_REF(output.thermo), "steps between thermo lines", 1),
+      real_key("output.peak_gflops", GT_REF(output.peak_gflops),
+               "per-rank peak GFLOP/s for MFU; 0 = measure with an sgemm probe at start", 0.0, false),
+  };
+}
+
+#undef GT_REF
+
+}  // namespace
+
+const std::vector<Key>& key_table() {
+  static const std::vector<Key> table = build_table();
+  return table;
+}
+
+}  // namespace gridtrain::detail

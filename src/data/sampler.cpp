@@ -1,0 +1,52 @@
+#include "gridtrain/data/sampler.hpp"
+
+#include <numeric>
+
+namespace gridtrain {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+Sampler::Sampler(std::span<const std::int32_t> tokens, int block_size, std::uint64_t seed)
+    : tokens_(tokens), block_(block_size), seed_(seed),
+      windows_((tokens.size() - 1) / static_cast<std::uint64_t>(block_size)) {}
+
+std::uint64_t Sampler::window_start(std::uint64_t g) {
+  const std::uint64_t e = epoch(g);
+  if (e != perm_epoch_) {
+    perm_.resize(windows_);
+    std::iota(perm_.begin(), perm_.end(), 0u);
+    std::uint64_t state = splitmix64(seed_ ^ splitmix64(e));
+    for (std::uint64_t i = windows_ - 1; i > 0; --i) {
+      state = splitmix64(state);
+      // Modulo bias is below 2^-32 for any realistic window count; determinism is what matters.
+      std::swap(perm_[i], perm_[state % (i + 1)]);
+    }
+    perm_epoch_ = e;
+  }
+  return static_cast<std::uint64_t>(perm_[g % windows_]) * block_;
+}
+
+void Sampler::fill(std::uint64_t g, std::int64_t* out) {
+  const std::uint64_t start = window_start(g);
+  for (int t = 0; t <= block_; ++t) out[t] = tokens_[start + t];
+}
+
+std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count) {
+  const std::uint64_t last = val_tokens - (block_size + 1);  // loader guarantees val_tokens >= T + 1
+  std::vector<std::uint64_t> starts(count);
+  for (int i = 0; i < count; ++i) starts[i] = count == 1 ? 0 : last * i / (count - 1);
+  return starts;
+}
+
+std::pair<std::size_t, std::size_t> share(std::size_t n, int r, int p) {
+  const std::size_t base = n / p, extra = n % p;
+  const std::size_t begin = r * base + std::min<std::size_t>(r, extra);
+  return {begin, begin + base + (static_cast<std::size_t>(r) < extra ? 1 : 0)};
+}
+
+}  // namespace gridtrain

@@ -1,0 +1,53 @@
+#include "gridtrain/grid/grid.hpp"
+
+#include "gridtrain/util/error.hpp"
+
+namespace gridtrain {
+
+GridShape resolve_shape(int dp, int tp, int pp, int world_size) {
+  const std::string given = "grid.dp = " + (dp == 0 ? std::string("auto") : std::to_string(dp)) +
+                            ", grid.tp = " + std::to_string(tp) + ", grid.pp = " + std::to_string(pp);
+  if (dp == 0) {
+    if (world_size % (tp * pp) != 0)
+      throw Error("process grid: " + given + " cannot fill " + std::to_string(world_size) +
+                  " MPI ranks: tp * pp = " + std::to_string(tp * pp) + " must divide the number of ranks");
+    dp = world_size / (tp * pp);
+  }
+  GridShape s{dp, tp, pp};
+  if (s.size() != world_size)
+    throw Error("process grid: " + given + " needs dp * tp * pp = " + std::to_string(s.size()) +
+                " MPI ranks, but the job has " + std::to_string(world_size) +
+                "; launch with mpirun -np " + std::to_string(s.size()) + " or set grid.dp = auto");
+  return s;
+}
+
+Grid::Grid(MPI_Comm world, GridShape shape) : shape_(shape) {
+  int dims[3] = {shape.pp, shape.dp, shape.tp};  // last dimension varies fastest
+  int periods[3] = {0, 0, 0};
+  MPI_Cart_create(world, 3, dims, periods, /*reorder=*/0, &cart_);
+  MPI_Comm_rank(cart_, &rank_);
+  MPI_Cart_coords(cart_, rank_, 3, coords_.data());
+  auto sub = [this](int pp, int dp, int tp) {
+    int remain[3] = {pp, dp, tp};
+    MPI_Comm c;
+    MPI_Cart_sub(cart_, remain, &c);
+    return c;
+  };
+  pp_ = std::make_unique<Axis>("pp", sub(1, 0, 0));
+  dp_ = std::make_unique<Axis>("dp", sub(0, 1, 0));
+  tp_ = std::make_unique<Axis>("tp", sub(0, 0, 1));
+}
+
+Grid::~Grid() {
+  dp_.reset();
+  tp_.reset();
+  pp_.reset();
+  if (cart_ != MPI_COMM_NULL) MPI_Comm_free(&cart_);
+}
+
+std::string Grid::describe() const {
+  return "Process grid: " + std::to_string(shape_.dp) + " (dp) x " + std::to_string(shape_.tp) + " (tp) x " +
+         std::to_string(shape_.pp) + " (pp) = " + std::to_string(shape_.size()) + " MPI ranks";
+}
+
+}  // namespace gridtrain

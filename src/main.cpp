@@ -1,0 +1,4 @@
+// gridtrain: MPI training of deep-learning models on a dp × tp × pp process grid.
+#include "gridtrain/app/app.hpp"
+
+int main(int argc, char** argv) { return gridtrain::cli_main(argc, argv); }

@@ -1,0 +1,31 @@
+#include <cmath>
+
+#include "gridtrain/optim/optimizer.hpp"
+
+namespace gridtrain {
+
+AdamW::AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay)
+    : beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay) {
+  for (auto& p : params) {
+    const bool decay = p.param.dim() >= 2;
+    slots_.push_back({p, torch::zeros_like(p.param), torch::zeros_like(p.param), decay});
+  }
+}
+
+void AdamW::step(double lr) {
+  torch::NoGradGuard no_grad;
+  ++t_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(t_)));
+  for (auto& s : slots_) {
+    auto& p = s.p.param;
+    const auto& g = p.grad();
+    if (s.decay && wd_ != 0.0) p.mul_(1.0 - lr * wd_);
+    s.exp_avg.lerp_(g, 1.0 - beta1_);
+    s.exp_avg_sq.mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
+    auto denom = (s.exp_avg_sq.sqrt() / bc2_sqrt).add_(eps_);
+    p.addcdiv_(s.exp_avg, denom, -lr / bc1);
+  }
+}
+
+}  // namespace gridtrain

@@ -1,0 +1,21 @@
+#include "gridtrain/optim/optimizer.hpp"
+
+namespace gridtrain {
+
+Sgd::Sgd(std::vector<NamedParameter> params, double momentum, double weight_decay)
+    : momentum_(momentum), wd_(weight_decay) {
+  for (auto& p : params) slots_.push_back({p, torch::zeros_like(p.param), p.param.dim() >= 2});
+}
+
+void Sgd::step(double lr) {
+  torch::NoGradGuard no_grad;
+  for (auto& s : slots_) {
+    auto& p = s.p.param;
+    auto g = p.grad();
+    if (s.decay && wd_ != 0.0) g = g + wd_ * p;
+    s.momentum_buffer.mul_(momentum_).add_(g);
+    p.add_(s.momentum_buffer, -lr);
+  }
+}
+
+}  // namespace gridtrain

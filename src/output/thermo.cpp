@@ -1,0 +1,46 @@
+#include "gridtrain/output/thermo.hpp"
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace gridtrain {
+
+Thermo::Thermo(Log& log, const std::string& metrics_path) : log_(log) {
+  if (!log_.active()) return;
+  jsonl_.open(metrics_path, std::ios::trunc);
+  if (!jsonl_) throw std::runtime_error("cannot open '" + metrics_path + "' for writing");
+}
+
+void Thermo::write(const ThermoRow& r) {
+  if (!log_.active()) return;
+  char line[256];
+  if (!header_done_) {
+    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s\n", "Step", "Loss", "ValLoss", "LR",
+                  "GradNorm", "Tok/s", "ms/step", "MFU%");
+    log_.print(line);
+    header_done_ = true;
+  }
+  char val[16] = "        -";
+  if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
+  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f\n", r.step, r.loss, val, r.lr,
+                r.grad_norm, r.tokens_per_s, r.step_ms, 100.0 * r.mfu);
+  log_.print(line);
+
+  std::string json;
+  char field[64];
+  auto add = [&](const char* key, const char* fmt, auto v) {
+    std::snprintf(field, sizeof field, fmt, v);
+    json += std::string(json.empty() ? "{" : ", ") + "\"" + key + "\": " + field;
+  };
+  add("step", "%lld", r.step);
+  add("loss", "%.8g", r.loss);
+  if (r.val_loss) add("val_loss", "%.8g", *r.val_loss);
+  add("lr", "%.8g", r.lr);
+  add("grad_norm", "%.8g", r.grad_norm);
+  add("tokens_per_s", "%.6g", r.tokens_per_s);
+  add("step_ms", "%.6g", r.step_ms);
+  add("mfu", "%.6g", r.mfu);
+  jsonl_ << json << "}\n" << std::flush;
+}
+
+}  // namespace gridtrain

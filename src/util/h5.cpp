@@ -1,0 +1,71 @@
+#include "gridtrain/util/h5.hpp"
+
+#include <stdexcept>
+#include <vector>
+
+namespace gridtrain {
+
+H5Id::H5Id(hid_t id, const std::string& what) : id_(id) {
+  if (id_ < 0) throw std::runtime_error(what);
+}
+
+H5Id::~H5Id() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+}
+
+void h5_silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+void h5_write_attr(hid_t obj, const std::string& name, const std::string& value) {
+  H5Id type(H5Tcopy(H5T_C_S1), "H5Tcopy");
+  H5Tset_size(type, value.empty() ? 1 : value.size());
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  H5Id space(H5Screate(H5S_SCALAR), "H5Screate");
+  H5Id attr(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT),
+            "cannot create attribute '" + name + "'");
+  if (H5Awrite(attr, type, value.c_str()) < 0) throw std::runtime_error("cannot write attribute '" + name + "'");
+}
+
+void h5_write_attr(hid_t obj, const std::string& name, long long value) {
+  H5Id space(H5Screate(H5S_SCALAR), "H5Screate");
+  H5Id attr(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT),
+            "cannot create attribute '" + name + "'");
+  if (H5Awrite(attr, H5T_NATIVE_LLONG, &value) < 0) throw std::runtime_error("cannot write attribute '" + name + "'");
+}
+
+bool h5_has_attr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
+
+std::string h5_read_attr_string(hid_t obj, const std::string& name) {
+  if (!h5_has_attr(obj, name)) throw std::runtime_error("attribute '" + name + "' is missing");
+  H5Id attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "cannot open attribute '" + name + "'");
+  H5Id type(H5Aget_type(attr), "H5Aget_type");
+  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) > 0)
+    throw std::runtime_error("attribute '" + name + "' is not a fixed-length string");
+  std::vector<char> buf(H5Tget_size(type) + 1, '\0');
+  H5Id mem(H5Tcopy(H5T_C_S1), "H5Tcopy");
+  H5Tset_size(mem, buf.size());
+  H5Tset_cset(mem, H5Tget_cset(type));
+  if (H5Aread(attr, mem, buf.data()) < 0) throw std::runtime_error("cannot read attribute '" + name + "'");
+  return std::string(buf.data());
+}
+
+long long h5_read_attr_int(hid_t obj, const std::string& name) {
+  if (!h5_has_attr(obj, name)) throw std::runtime_error("attribute '" + name + "' is missing");
+  H5Id attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "cannot open attribute '" + name + "'");
+  H5Id type(H5Aget_type(attr), "H5Aget_type");
+  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("attribute '" + name + "' is not an integer");
+  long long v = 0;
+  if (H5Aread(attr, H5T_NATIVE_LLONG, &v) < 0) throw std::runtime_error("cannot read attribute '" + name + "'");
+  return v;
+}
+
+}  // namespace gridtrain

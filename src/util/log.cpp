@@ -1,0 +1,25 @@
+#include "gridtrain/util/log.hpp"
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace gridtrain {
+
+void Log::open_file(const std::string& path) {
+  if (!active_) return;
+  file_.open(path, std::ios::trunc);
+  if (!file_) throw std::runtime_error("cannot open log file '" + path + "' for writing");
+}
+
+void Log::print(const std::string& text) {
+  if (!active_) return;
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  if (file_.is_open()) file_ << text << std::flush;
+}
+
+void Log::warn(const std::string& text) {
+  print("WARNING: " + text + "\n");
+}
+
+}  // namespace gridtrain
