@@ -9,9 +9,9 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb)
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
   // Group in reverse registration order: backward produces the last layers' gradients first.
   std::vector<std::vector<torch::Tensor>> groups;
-  std::int64_t filled = cap;
+  std::int64_t filled = 0;
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-    if (filled + it->numel() > cap && filled > 0) groups.emplace_back(), filled = 0;
+    if (groups.empty() || (filled > 0 && filled + it->numel() > cap)) groups.emplace_back(), filled = 0;
     groups.back().push_back(*it);
     filled += it->numel();
   }

@@ -1,0 +1,18 @@
+# Test registration helpers.
+#   gridtrain_add_mpi_test(NAME NPROCS COMMAND...) runs COMMAND under mpiexec -n NPROCS
+#   (oversubscribed, so 8 ranks run on 2 cores).
+set(GRIDTRAIN_MPI_ENV
+  "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1;OMP_NUM_THREADS=1")
+
+function(gridtrain_add_mpi_test name nprocs)
+  add_test(NAME ${name}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${nprocs} --oversubscribe ${MPIEXEC_PREFLAGS} ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${GRIDTRAIN_MPI_ENV}" TIMEOUT 300 PROCESSORS ${nprocs}
+                                          LABELS mpi)
+endfunction()
+
+# A plain (single-process) test that still initializes MPI as a singleton.
+function(gridtrain_add_test name)
+  add_test(NAME ${name} COMMAND ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${GRIDTRAIN_MPI_ENV}" TIMEOUT 120)
+endfunction()

@@ -1,0 +1,51 @@
+// Run under mpiexec -n 8: the grid builds every 3D shape with tp fastest.
+#include <catch2/catch.hpp>
+
+#include "gridtrain/grid/grid.hpp"
+#include "gridtrain/util/error.hpp"
+
+using namespace gridtrain;
+
+namespace {
+// Sorted world ranks of the members of an axis, gathered over that axis.
+std::vector<int> members(Axis& axis, int world_rank) {
+  std::vector<int> out(axis.size());
+  MPI_Allgather(&world_rank, 1, MPI_INT, out.data(), 1, MPI_INT, axis.comm());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("grid coordinates and axis sizes for 8-rank shapes", "[np8]") {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  REQUIRE(world == 8);
+  for (auto [dp, tp, pp] : {std::tuple{8, 1, 1}, {2, 2, 2}, {1, 2, 4}, {2, 4, 1}}) {
+    Grid g(MPI_COMM_WORLD, resolve_shape(dp, tp, pp, world));
+    CAPTURE(dp, tp, pp, rank);
+    CHECK(g.dp().size() == dp);
+    CHECK(g.tp().size() == tp);
+    CHECK(g.pp().size() == pp);
+    // rank = (pp_coord · dp + dp_coord) · tp + tp_coord
+    const auto c = g.coords();
+    CHECK(c[0] == rank / (dp * tp));
+    CHECK(c[1] == (rank / tp) % dp);
+    CHECK(c[2] == rank % tp);
+    CHECK(g.tp().rank() == c[2]);
+    CHECK(g.dp().rank() == c[1]);
+    CHECK(g.pp().rank() == c[0]);
+    // tp peers are consecutive ranks; dp peers are tp apart; pp peers dp·tp apart.
+    const auto tpm = members(g.tp(), rank), dpm = members(g.dp(), rank), ppm = members(g.pp(), rank);
+    for (int i = 0; i < tp; ++i) CHECK(tpm[i] == rank - c[2] + i);
+    for (int i = 0; i < dp; ++i) CHECK(dpm[i] == rank - c[1] * tp + i * tp);
+    for (int i = 0; i < pp; ++i) CHECK(ppm[i] == rank - c[0] * dp * tp + i * dp * tp);
+  }
+  CHECK(Grid(MPI_COMM_WORLD, resolve_shape(0, 2, 2, world)).describe() ==
+        "Process grid: 2 (dp) x 2 (tp) x 2 (pp) = 8 MPI ranks");
+}
+
+TEST_CASE("grid shapes that do not fill the world are rejected", "[np8]") {
+  CHECK_THROWS_WITH(resolve_shape(3, 1, 1, 8), Catch::Contains("needs dp * tp * pp = 3 MPI ranks, but the job has 8"));
+  CHECK_THROWS_WITH(resolve_shape(0, 3, 1, 8), Catch::Contains("tp * pp = 3 must divide"));
+  CHECK(resolve_shape(0, 2, 1, 8).dp == 4);
+}

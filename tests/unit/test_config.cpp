@@ -1,0 +1,60 @@
+#include <catch2/catch.hpp>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/util/error.hpp"
+
+using namespace gridtrain;
+
+namespace {
+// The message of the Error parse_config throws, or "" when it accepts the input.
+std::string problems(const std::string& deck, const std::vector<std::string>& cli = {}) {
+  try {
+    parse_config(deck, "in.test", cli);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("defaults parse and the CLI overrides the deck", "[config]") {
+  const auto c = parse_config("[train]\nsteps = 7\nmicro_batch = 4\nglobal_batch = 8\n", "in.test",
+                              {"--train.steps=9", "--model.n_layer", "3"});
+  CHECK(c.train.steps == 9);
+  CHECK(c.model.n_layer == 3);
+  CHECK(c.train.micro_batch == 4);
+  CHECK(c.grid.dp == 0);
+  CHECK(c.optim.type == "adamw");
+}
+
+TEST_CASE("each kind of bad key or value gives its own message", "[config]") {
+  CHECK_THAT(problems("[train]\nstepz = 3\n"),
+             Catch::Contains("unknown key 'train.stepz'") && Catch::Contains("did you mean 'train.steps'"));
+  CHECK_THAT(problems("[train]\nsteps = many\n"), Catch::Contains("train.steps = 'many': not an integer"));
+  CHECK_THAT(problems("[train]\nsteps = 0\n"), Catch::Contains("out of range; valid: integer >= 1"));
+  CHECK_THAT(problems("[optim]\nlr = -1\n"), Catch::Contains("optim.lr = '-1': out of range; valid: number > 0"));
+  CHECK_THAT(problems("[optim]\ntype = adam\n"), Catch::Contains("valid: one of adamw sgd"));
+  CHECK_THAT(problems("[grid]\ndp = two\n"), Catch::Contains("valid: auto or integer >= 1"));
+  CHECK_THAT(problems("[model]\nn_embd = 100\nn_head = 3\n"), Catch::Contains("not divisible by model.n_head"));
+  CHECK_THAT(problems("[train]\nmicro_batch = 3\nglobal_batch = 8\n"), Catch::Contains("not a multiple of train.micro_batch"));
+  CHECK_THAT(problems("this is not ini\n"), Catch::Contains("deck in.test"));
+  CHECK_THAT(problems("[train]\nsteps = 1\nsteps = 2\n"), Catch::Contains("given more than once"));
+  CHECK_THAT(problems("", {"--optim.bogus=1"}), Catch::Contains("command line: unknown key 'optim.bogus'"));
+  CHECK_THAT(problems("", {"stray"}), Catch::Contains("unexpected argument 'stray'"));
+}
+
+TEST_CASE("all problems are reported together", "[config]") {
+  const auto msg = problems("[train]\nsteps = x\nfoo = 1\n[optim]\nlr = 0\n");
+  CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));
+  CHECK_THAT(msg, Catch::Contains("train.steps") && Catch::Contains("train.foo") && Catch::Contains("optim.lr"));
+}
+
+TEST_CASE("the effective config re-parses to the same values and --help lists every key", "[config]") {
+  const auto c = parse_config("[optim]\nlr = 0.0123\n[grid]\ndp = 4\n", "in.test", {"--train.seed=7"});
+  const auto again = parse_config(config_text(c), "echo", {});
+  CHECK(again.optim.lr == Approx(0.0123));
+  CHECK(again.grid.dp == 4);
+  CHECK(again.train.seed == 7);
+  const auto help = config_help();
+  for (const auto& k : config_keys()) CHECK_THAT(help, Catch::Contains("--" + k.name + "="));
+}
