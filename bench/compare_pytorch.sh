@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# gridtrain vs a plain PyTorch script on the same GPT, data, batch, threads and precision (fp32),
+# in one run, plus the machine's sgemm ceiling. Both run on 1 rank with THREADS threads, one after
+# the other, ROUNDS times, alternating, so that noise from the shared machine hits both.
+# Usage: bench/compare_pytorch.sh [STEPS] [THREADS] [ROUNDS]     (needs build/ and data/kjv.h5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-60} threads=${2:-1} rounds=${3:-3}
+python=/usr/bin/python3
+model=(--model.n_layer=4 --model.n_head=4 --model.n_embd=128 --model.block_size=128)
+out=$(mktemp -d)
+. scripts/mpi-env
+for r in $(seq "$rounds"); do
+  # gridtrain: 1 rank, global batch = micro batch = 16, no evaluation until the end.
+  OMP_NUM_THREADS=$threads build/gridtrain -i inputs/in.kjv-gpt "${model[@]}" --train.steps=$((steps + 3)) \
+    --train.micro_batch=16 --train.global_batch=16 --train.eval_interval=0 --train.eval_samples=1 \
+    --output.thermo=3 --output.dir="$out/gt" > "$out/gt.txt"
+  # Tokens/s over the steps after the first thermo interval (3 warm-up steps), as the script does.
+  gt=$($python - "$out/gt/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+# Each row's step_ms covers the steps since the previous row; skip rows up to step 3 (warm-up).
+ms = tokens = 0.0
+for prev, row in zip(rows, rows[1:]):
+    if prev["step"] >= 3:
+        n = row["step"] - prev["step"]
+        ms += row["step_ms"] * n
+        tokens += n * 16 * 128
+print(f"{tokens / (ms / 1000):.1f}")
+PY
+)
+  peak=$(grep -oE "Peak: [0-9.]+ GFLOP/s" "$out/gt.txt" | grep -oE "[0-9.]+")
+  mfu=$(grep -oE "[0-9.]+% MFU" "$out/gt.txt")
+  pt=$(OMP_NUM_THREADS=$threads $python bench/pytorch_gpt.py data/kjv.h5 --steps "$steps" --threads "$threads" \
+       | grep -oE "[0-9.]+ tokens/s" | grep -oE "[0-9.]+")
+  ratio=$($python -c "print(f'{$gt / $pt:.3f}')")
+  echo "round $r: gridtrain $gt tokens/s ($mfu of $peak GFLOP/s sgemm), pytorch $pt tokens/s, ratio $ratio"
+done
+rm -rf "$out"
