@@ -1,6 +1,8 @@
 #include "gridtrain/output/thermo.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <type_traits>
 #include <stdexcept>
 
 namespace gridtrain {
@@ -29,6 +31,9 @@ void Thermo::write(const ThermoRow& r) {
   std::string json;
   char field[64];
   auto add = [&](const char* key, const char* fmt, auto v) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      if (!std::isfinite(v)) fmt = "null";  // JSON has no NaN/Inf
+    }
     std::snprintf(field, sizeof field, fmt, v);
     json += std::string(json.empty() ? "{" : ", ") + "\"" + key + "\": " + field;
   };
