@@ -7,6 +7,7 @@
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/app/trainer.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/signals.hpp"
 #include "gridtrain/util/threads.hpp"
 #include "gridtrain/version.hpp"
 
@@ -26,7 +27,8 @@ double measure_sgemm_gflops(int n, int reps) {
   return best;
 }
 
-void run_training(const Config& cfg, MPI_Comm world, Log& log) {
+int run_training(const Config& cfg, MPI_Comm world, Log& log) {
+  install_stop_handlers();
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
@@ -59,7 +61,7 @@ void run_training(const Config& cfg, MPI_Comm world, Log& log) {
   }
   log.print("Effective configuration:\n" + config_text(cfg) + "\n");
   Trainer trainer(cfg, world, log, peak);
-  trainer.run();
+  return trainer.run().stop_signal ? kExitStopped : 0;
 }
 
 }  // namespace gridtrain

@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 
 #include "gridtrain/app/app.hpp"
+#include "gridtrain/checkpoint/inspect.hpp"
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/default_deck.hpp"
 #include "gridtrain/util/error.hpp"
@@ -19,7 +20,9 @@ namespace {
 constexpr const char* kUsage =
     "Usage:\n"
     "  mpirun -np N gridtrain [-i DECK] [--section.key=value ...]   train (no -i: built-in KJV GPT deck)\n"
+    "  mpirun -np N gridtrain [-i DECK] --restart CKPT [...]         resume (= --checkpoint.resume=CKPT)\n"
     "  gridtrain prepare text --input FILE --output FILE.h5 [--val-fraction F]\n"
+    "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain --help | --version\n";
 
 std::string read_deck(const std::string& path) {
@@ -56,9 +59,19 @@ int prepare_main(const std::vector<std::string>& args, int rank, Log& log) {
 int run(int argc, char** argv, int rank, Log& log) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, rank, log);
+  if (!args.empty() && args.front() == "inspect") {
+    if (args.size() != 2) throw Error(std::string("inspect: expected one checkpoint file\n") + kUsage);
+    int code = 0;
+    agree(MPI_COMM_WORLD, [&] {
+      if (rank == 0) code = inspect_checkpoint(args[1], log);
+    });
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return code;
+  }
 
   po::options_description desc;
-  desc.add_options()("help,h", "")("version,V", "")("in,i", po::value<std::string>());
+  desc.add_options()("help,h", "")("version,V", "")("in,i", po::value<std::string>())(
+      "restart", po::value<std::string>());
   po::variables_map vm;
   po::parsed_options parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
   po::store(parsed, vm);
@@ -74,16 +87,18 @@ int run(int argc, char** argv, int rank, Log& log) {
   const bool have_deck = vm.count("in") > 0;
   const std::string deck_name = have_deck ? vm["in"].as<std::string>() : kDefaultDeckName;
   const std::string deck = have_deck ? read_deck(deck_name) : kDefaultDeck;
-  const Config cfg = parse_config(deck, deck_name, po::collect_unrecognized(parsed.options, po::include_positional));
-  run_training(cfg, MPI_COMM_WORLD, log);
-  return 0;
+  auto overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+  if (vm.count("restart")) overrides.push_back("--checkpoint.resume=" + vm["restart"].as<std::string>());
+  const Config cfg = parse_config(deck, deck_name, overrides);
+  return run_training(cfg, MPI_COMM_WORLD, log);
 }
 
 }  // namespace
 
 int cli_main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // MULTIPLE: the asynchronous checkpoint writer runs collectives on its own thread.
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   Log log(rank == 0);

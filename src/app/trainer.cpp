@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/signals.hpp"
 
 namespace gridtrain {
 namespace {
@@ -79,6 +80,13 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
              std::to_string(accum_) + " sequences of " + std::to_string(cfg.model.block_size) + " tokens; " +
              std::to_string(reducer_->bucket_count()) + " gradient bucket(s)\n");
   log_.print("LR: peak " + fmt("%.4g", schedule_.peak()) + ", lr(0) = " + fmt("%.4g", schedule_(0)) + "\n");
+
+  checkpointer_ = std::make_unique<Checkpointer>(cfg, *grid_, log_);
+  if (auto path = checkpointer_->resume_path()) {
+    const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
+    start_step_ = at.step;
+    sample_index_ = at.sample_index;
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -91,10 +99,9 @@ torch::Tensor Trainer::train_batch(std::uint64_t first, int rows) {
   return batch;
 }
 
-double Trainer::forward_backward(long long step) {
+double Trainer::forward_backward() {
   const int B = cfg_.train.micro_batch, T = cfg_.model.block_size;
-  const std::uint64_t first = static_cast<std::uint64_t>(step) * cfg_.train.global_batch +
-                              static_cast<std::uint64_t>(grid_->dp().rank()) * B * accum_;
+  const std::uint64_t first = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) * B * accum_;
   double loss_sum = 0.0;
   for (int m = 0; m < accum_; ++m) {
     auto batch = train_batch(first + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
@@ -138,11 +145,17 @@ RunResult Trainer::run() {
   auto interval_start = loop_start;
   double interval_eval_s = 0.0;
   long long interval_steps = 0;
+  r.first_step = start_step_;
+  if (start_step_ >= steps) {
+    log_.print("Nothing to run: the checkpoint is at step " + std::to_string(start_step_) + " and train.steps = " +
+               std::to_string(steps) + "\n");
+    return r;
+  }
   timer_.reset();
-  for (long long s = 0; s < steps; ++s) {
+  for (long long s = start_step_; s < steps; ++s) {
     reducer_->zero_grad();
     timer_.stamp(Section::Other);
-    double loss[1] = {forward_backward(s)};
+    double loss[1] = {forward_backward()};
     reducer_->allreduce();
     grid_->dp().allreduce_sum(loss, 1);
     loss[0] /= grid_->dp().size();
@@ -152,6 +165,7 @@ RunResult Trainer::run() {
     if (cfg_.optim.clip_grad > 0 && norm > cfg_.optim.clip_grad) reducer_->scale(cfg_.optim.clip_grad / (norm + 1e-6));
     const double lr = schedule_(s);
     optimizer_->step(lr);
+    sample_index_ += static_cast<std::uint64_t>(cfg_.train.global_batch);
     r.losses.push_back(loss[0]);
     r.grad_norms.push_back(norm);
     ++interval_steps;
@@ -177,17 +191,30 @@ RunResult Trainer::run() {
       timer_.stamp(Section::Output);
     }
     if (last) r.final_val_loss = val;
+
+    r.stop_signal = agree_stop_signal(grid_->comm());
+    if (checkpointer_->due(s + 1) || (r.stop_signal && checkpointer_->enabled()))
+      checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_);
+    timer_.stamp(Section::Checkpoint);
+    if (r.stop_signal) {
+      log_.print("Stopping after step " + std::to_string(s + 1) + " on signal " + std::to_string(r.stop_signal) +
+                 (checkpointer_->enabled() ? "; checkpoint saved\n" : "; no checkpoint (checkpoint.dir = none)\n"));
+      break;
+    }
   }
+  checkpointer_->wait();
+  timer_.stamp(Section::Checkpoint);
+  const double steps_run = static_cast<double>(r.losses.size());
   r.loop_s = std::chrono::duration<double>(Clock::now() - loop_start).count();
-  r.tokens_per_s = tokens_per_step * steps / r.loop_s;
-  r.mfu = flops_per_step * steps / r.loop_s / peak_total[0];
+  r.tokens_per_s = tokens_per_step * steps_run / r.loop_s;
+  r.mfu = flops_per_step * steps_run / r.loop_s / peak_total[0];
   print_summary(r);
   return r;
 }
 
 void Trainer::print_summary(const RunResult& r) {
   const auto stats = timer_.breakdown(grid_->comm(), r.loop_s);
-  const long long steps = cfg_.train.steps;
+  const auto steps = static_cast<long long>(r.losses.size());
   const double tokens = static_cast<double>(steps) * cfg_.train.global_batch * cfg_.model.block_size;
   log_.print("\nLoop time of " + fmt("%.6g", r.loop_s) + " on " + std::to_string(grid_->shape().size()) +
              " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
@@ -196,6 +223,10 @@ void Trainer::print_summary(const RunResult& r) {
              "% MFU (peak " + fmt("%.1f", peak_gflops_) + " GFLOP/s per rank" +
              (cfg_.output.peak_gflops > 0 ? ", from output.peak_gflops)\n" : ", measured by sgemm probe)\n"));
   log_.print(format_breakdown(stats));
+  if (checkpointer_->saves() > 0)
+    log_.print("\nCheckpoints: " + std::to_string(checkpointer_->saves()) + " written to " + cfg_.checkpoint.dir +
+               ", step-loop stall " + fmt("%.3f", checkpointer_->stall_s()) + " s, write " +
+               fmt("%.3f", checkpointer_->write_s()) + (cfg_.checkpoint.async ? " s (background)\n" : " s\n"));
   if (r.final_val_loss)
     log_.print("\nFinal validation loss: " + fmt("%.4f", *r.final_val_loss) + " nats/token (" +
                fmt("%.4f", *r.final_val_loss / std::log(2.0)) + " bits/token) over " + std::to_string(val_total_) +

@@ -82,6 +82,22 @@ Key text_key(std::string name, Ref ref, std::string help, std::vector<std::strin
           [ref](const Config& c) { return ref(c); }};
 }
 
+// Boolean key: true/false, yes/no, on/off, 1/0.
+template <class Ref>
+Key bool_key(std::string name, Ref ref, std::string help) {
+  Config defaults;
+  const std::string valid = "true or false";
+  auto show = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {{name, show(ref(defaults)), std::move(help), valid},
+          [ref, valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            if (text == "true" || text == "yes" || text == "on" || text == "1") ref(c) = true;
+            else if (text == "false" || text == "no" || text == "off" || text == "0") ref(c) = false;
+            else return "not a boolean; valid: " + valid;
+            return std::nullopt;
+          },
+          [ref, show](const Config& c) { return show(ref(c)); }};
+}
+
 // grid.dp: a positive integer or "auto" (stored as 0).
 Key dp_key() {
   auto ref = [](auto& c) -> auto& { return c.grid.dp; };
@@ -153,10 +169,24 @@ std::vector<Key> build_table() {
 
       real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true),
 
+      text_key("checkpoint.dir", GT_REF(checkpoint.dir),
+               "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),
+      int_key<int>("checkpoint.interval", GT_REF(checkpoint.interval),
+                   "steps between checkpoints; 0 = only after the last step", 0),
+      int_key<int>("checkpoint.keep_last", GT_REF(checkpoint.keep_last), "checkpoints kept; older ones are deleted", 1),
+      bool_key("checkpoint.async", GT_REF(checkpoint.async),
+               "write checkpoints in the background; the step loop pays only for a host copy"),
+      text_key("checkpoint.resume", GT_REF(checkpoint.resume),
+               "none, auto (the latest checkpoint in checkpoint.dir if there is one) or a checkpoint file; "
+               "--restart PATH sets it"),
+
       text_key("output.dir", GT_REF(output.dir), "directory for log.gridtrain and metrics.jsonl"),
       int_key<int>("output.thermo", GT_REF(output.thermo), "steps between thermo lines", 1),
       real_key("output.peak_gflops", GT_REF(output.peak_gflops),
                "per-rank peak GFLOP/s for MFU; 0 = measure with an sgemm probe at start", 0.0, false),
+
+      real_key("debug.slow_checkpoint_s", GT_REF(debug.slow_checkpoint_s),
+               "fault injection: seconds to sleep before a checkpoint file is closed (crash tests)", 0.0, false),
   };
 }
 

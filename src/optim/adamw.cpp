@@ -14,9 +14,9 @@ AdamW::AdamW(std::vector<NamedParameter> params, double beta1, double beta2, dou
 
 void AdamW::step(double lr) {
   torch::NoGradGuard no_grad;
-  ++t_;
-  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(t_)));
+  ++steps_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
   for (auto& s : slots_) {
     auto& p = s.p.param;
     const auto& g = p.grad();
@@ -26,6 +26,15 @@ void AdamW::step(double lr) {
     auto denom = (s.exp_avg_sq.sqrt() / bc2_sqrt).add_(eps_);
     p.addcdiv_(s.exp_avg, denom, -lr / bc1);
   }
+}
+
+std::vector<NamedParameter> AdamW::state() {
+  std::vector<NamedParameter> out;
+  for (auto& s : slots_) {
+    out.push_back({s.p.name + "/exp_avg", s.exp_avg});
+    out.push_back({s.p.name + "/exp_avg_sq", s.exp_avg_sq});
+  }
+  return out;
 }
 
 }  // namespace gridtrain

@@ -9,6 +9,7 @@ Sgd::Sgd(std::vector<NamedParameter> params, double momentum, double weight_deca
 
 void Sgd::step(double lr) {
   torch::NoGradGuard no_grad;
+  ++steps_;
   for (auto& s : slots_) {
     auto& p = s.p.param;
     auto g = p.grad();
@@ -16,6 +17,12 @@ void Sgd::step(double lr) {
     s.momentum_buffer.mul_(momentum_).add_(g);
     p.add_(s.momentum_buffer, -lr);
   }
+}
+
+std::vector<NamedParameter> Sgd::state() {
+  std::vector<NamedParameter> out;
+  for (auto& s : slots_) out.push_back({s.p.name + "/momentum_buffer", s.momentum_buffer});
+  return out;
 }
 
 }  // namespace gridtrain

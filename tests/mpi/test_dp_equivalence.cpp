@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "../support/corpus.hpp"
+#include "../support/mpi_util.hpp"
 #include "gridtrain/app/trainer.hpp"
 
 using namespace gridtrain;
@@ -52,12 +53,8 @@ std::vector<float> flat(LanguageModel& m) {
 TEST_CASE("2 dp ranks x micro-batch B == 1 rank x micro-batch 2B", "[np2]") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::string path;
-  if (rank == 0) path = test::make_corpus(test::temp_dir("dp-eq-data"), 20000);
-  int n = static_cast<int>(path.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  path.resize(n);
-  MPI_Bcast(path.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string path =
+      test::bcast(rank == 0 ? test::make_corpus(test::temp_dir("dp-eq-data"), 20000) : "", MPI_COMM_WORLD);
 
   Log quiet(false);
   Config c = small_config(path);

@@ -13,7 +13,8 @@ namespace gridtrain {
 int cli_main(int argc, char** argv);
 
 /// Sets threads, checks the BLAS, measures the peak, echoes the config and trains. Collective.
-void run_training(const Config& cfg, MPI_Comm world, Log& log);
+/// Returns 0, or kExitStopped when a signal stopped the run (after a checkpoint).
+int run_training(const Config& cfg, MPI_Comm world, Log& log);
 
 /// Best-of-reps GFLOP/s of an n×n×n fp32 matmul through LibTorch with the current threads.
 double measure_sgemm_gflops(int n, int reps);

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
@@ -23,7 +24,9 @@
 namespace gridtrain {
 
 struct RunResult {
-  std::vector<double> losses;      ///< global mean training loss per step, nats/token
+  long long first_step = 0;        ///< steps already done before this run (resumed from a checkpoint)
+  int stop_signal = 0;             ///< the signal that stopped the run early (a checkpoint was saved), or 0
+  std::vector<double> losses;      ///< global mean training loss per step run, nats/token
   std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
   std::optional<double> final_val_loss;
   double loop_s = 0;        ///< wall seconds of the step loop
@@ -46,10 +49,14 @@ class Trainer {
   /// Mean validation loss over the fixed validation subset, nats/token. Collective over dp.
   double evaluate();
   int accumulation() const { return accum_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  /// Steps completed before run() starts (non-zero after a resume).
+  long long start_step() const { return start_step_; }
 
  private:
-  /// Sum of the training losses of this rank's micro-batches of step s (each already / accum).
-  double forward_backward(long long step);
+  /// Sum of the training losses of this rank's micro-batches of the current step (each / accum);
+  /// reads the global batch that starts at sample_index_.
+  double forward_backward();
   /// Fills a (rows, T+1) batch from the sampler for global sample indices first..first+rows-1.
   torch::Tensor train_batch(std::uint64_t first, int rows);
   void print_summary(const RunResult& r);
@@ -67,6 +74,9 @@ class Trainer {
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  long long start_step_ = 0;
+  std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
   Timer timer_;
 };
 

@@ -56,11 +56,22 @@ struct Config {
   struct Comm {
     double bucket_mb = 25.0;  ///< gradient bucket size, MiB
   } comm;
+  struct Checkpoint {
+    std::string dir = "none";  ///< directory of step-XXXXXXXX.h5 and `latest`; none = no checkpoints
+    int interval = 0;          ///< steps between checkpoints; 0 = only after the last step
+    int keep_last = 3;         ///< checkpoints kept (older ones are deleted)
+    bool async = false;        ///< write in the background (needs MPI_THREAD_MULTIPLE)
+    std::string resume = "none";  ///< none | auto (latest in dir, if any) | path of a checkpoint
+  } checkpoint;
   struct Output {
     std::string dir = "out";
     int thermo = 10;           ///< steps between thermo lines
     double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = measure with an sgemm probe
   } output;
+
+  struct Debug {
+    double slow_checkpoint_s = 0.0;  ///< fault injection: sleep before closing a checkpoint file
+  } debug;
 
   std::string deck_name;  ///< where the deck came from (path or "built in")
 };

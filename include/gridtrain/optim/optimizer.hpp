@@ -22,6 +22,17 @@ class Optimizer {
   virtual ~Optimizer() = default;
   /// Applies one update with learning rate lr to every parameter from its .grad.
   virtual void step(double lr) = 0;
+  /// The deck's optim.type of this optimizer.
+  virtual std::string type() const = 0;
+  /// Live state tensors named "<param>/<state>" (e.g. "wte.weight/exp_avg"), each shaped like
+  /// its parameter; checkpoints save them and load into them in place.
+  virtual std::vector<NamedParameter> state() = 0;
+  /// Updates applied so far (Adam's t, for bias correction).
+  long long steps() const { return steps_; }
+  void set_steps(long long t) { steps_ = t; }
+
+ protected:
+  long long steps_ = 0;
 };
 
 /// Builds c.optim.type over params. Throws gridtrain::Error for an unknown type.
@@ -34,6 +45,8 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay);
   void step(double lr) override;
+  std::string type() const override { return "adamw"; }
+  std::vector<NamedParameter> state() override;
 
  private:
   struct Slot {
@@ -43,7 +56,6 @@ class AdamW : public Optimizer {
   };
   std::vector<Slot> slots_;
   double beta1_, beta2_, eps_, wd_;
-  long long t_ = 0;
 };
 
 /// SGD with heavy-ball momentum as torch.optim.SGD (dampening 0): g ← g + wd·p (>= 2-D only);
@@ -52,6 +64,8 @@ class Sgd : public Optimizer {
  public:
   Sgd(std::vector<NamedParameter> params, double momentum, double weight_decay);
   void step(double lr) override;
+  std::string type() const override { return "sgd"; }
+  std::vector<NamedParameter> state() override;
 
  private:
   struct Slot {

@@ -1,0 +1,170 @@
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "gridtrain/data/sampler.hpp"
+
+namespace gridtrain {
+namespace {
+
+hid_t file_type(DType t) { return t == DType::F32 ? H5T_IEEE_F32LE : H5T_STD_U8LE; }
+hid_t mem_type(DType t) { return t == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT8; }
+
+std::string shape_text(const std::vector<hsize_t>& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// Selects slab in a copy of the dataset's file space; returns (file space, memory space).
+std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
+  H5Id file_space(H5Dget_space(dataset), "H5Dget_space");
+  if (slab.empty || slab.elements() == 0) {
+    H5Sselect_none(file_space);
+    H5Id mem(H5Scopy(file_space), "H5Scopy");  // same extent, nothing selected
+    H5Sselect_none(mem);
+    return {std::move(file_space), std::move(mem)};
+  }
+  if (!slab.offset.empty())
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, slab.offset.data(), nullptr, slab.count.data(), nullptr);
+  H5Id mem(slab.count.empty() ? H5Screate(H5S_SCALAR)
+                              : H5Screate_simple(static_cast<int>(slab.count.size()), slab.count.data(), nullptr),
+           "H5Screate_simple");
+  return {std::move(file_space), std::move(mem)};
+}
+
+H5Id collective_xfer() {
+  H5Id xfer(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+  H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE);
+  return xfer;
+}
+
+std::uint64_t allreduce_sum(std::uint64_t v, MPI_Comm comm) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_SUM, comm);
+  return v;
+}
+
+}  // namespace
+
+std::size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 1; }
+
+std::size_t Slab::elements() const {
+  if (empty) return 0;
+  std::size_t n = 1;
+  for (auto c : count) n *= c;
+  return n;
+}
+
+std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Slab& slab) {
+  const std::size_t n = slab.elements();
+  if (n == 0) return 0;
+  const std::size_t rank = shape.size(), elem = dtype_size(t);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  // Walk the slab row by row (last dimension contiguous), tracking the global linear index.
+  const std::size_t row = rank ? slab.count[rank - 1] : 1;
+  std::vector<hsize_t> pos(rank, 0);  // position within the slab, excluding the last dimension
+  std::uint64_t sum = 0;
+  for (std::size_t done = 0; done < n; done += row) {
+    std::uint64_t base = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      base = base * shape[d] + slab.offset[d] + (d + 1 < rank ? pos[d] : 0);
+    for (std::size_t i = 0; i < row; ++i) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, bytes + (done + i) * elem, elem);
+      sum += splitmix64(((base + i) * 0x9E3779B97F4A7C15ULL) ^ bits);
+    }
+    for (std::size_t d = rank >= 2 ? rank - 1 : 0; d-- > 0;) {  // odometer over leading dims
+      if (++pos[d] < slab.count[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return sum;
+}
+
+CheckpointFile CheckpointFile::create(const std::string& path, MPI_Comm comm) {
+  h5_silence_errors();
+  H5Id fapl(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+  H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+  H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "cannot create checkpoint '" + path + "'");
+  return CheckpointFile(std::move(file), comm);
+}
+
+CheckpointFile CheckpointFile::open(const std::string& path, MPI_Comm comm) {
+  h5_silence_errors();
+  H5Id fapl(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+  H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl),
+            "cannot open checkpoint '" + path + "' (missing, truncated or not HDF5)");
+  return CheckpointFile(std::move(file), comm);
+}
+
+void CheckpointFile::write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
+                           const void* data) {
+  H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
+  H5Pset_create_intermediate_group(lcpl, 1);
+  H5Id space(shape.empty() ? H5Screate(H5S_SCALAR)
+                           : H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr),
+             "H5Screate_simple");
+  H5Id ds(H5Dcreate2(file_, name.c_str(), file_type(t), space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
+          "cannot create dataset " + name);
+  auto [file_space, mem_space] = select(ds, slab);
+  H5Id xfer = collective_xfer();
+  if (H5Dwrite(ds, mem_type(t), mem_space, file_space, xfer, data) < 0)
+    throw std::runtime_error("cannot write dataset " + name);
+  const std::uint64_t sum = allreduce_sum(xsum64(data, t, shape, slab), comm_);
+  h5_write_attr(ds, "xsum64", static_cast<long long>(sum));
+}
+
+bool CheckpointFile::exists(const std::string& name) const {
+  // Check each link of the path: H5Lexists fails on a missing intermediate group.
+  std::size_t pos = 0;
+  while ((pos = name.find('/', pos + 1)) != std::string::npos)
+    if (H5Lexists(file_, name.substr(0, pos).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(file_, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<hsize_t> CheckpointFile::shape_of(const std::string& name) const {
+  if (!exists(name)) throw std::runtime_error("dataset " + name + " is missing");
+  H5Id ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
+  H5Id space(H5Dget_space(ds), "H5Dget_space");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(0, H5Sget_simple_extent_ndims(space))));
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return dims;
+}
+
+void CheckpointFile::read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
+                          void* out) {
+  const auto found = shape_of(name);
+  if (found != shape)
+    throw std::runtime_error("tensor " + name + " has shape " + shape_text(found) + " in the checkpoint but " +
+                             shape_text(shape) + " in this run (the deck changes the model's shape)");
+  H5Id ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
+  H5Id type(H5Dget_type(ds), "H5Dget_type");
+  if (H5Tequal(type, file_type(t)) <= 0) throw std::runtime_error("dataset " + name + " has an unexpected type");
+  auto [file_space, mem_space] = select(ds, slab);
+  H5Id xfer = collective_xfer();
+  if (H5Dread(ds, mem_type(t), mem_space, file_space, xfer, out) < 0)
+    throw std::runtime_error("cannot read dataset " + name + " (truncated or corrupt file?)");
+  if (!h5_has_attr(ds, "xsum64")) throw std::runtime_error("dataset " + name + " has no xsum64 checksum");
+  const auto expected = static_cast<std::uint64_t>(h5_read_attr_int(ds, "xsum64"));
+  // A rank holding the whole tensor verifies it alone; a partition is verified by adding up the
+  // shards' sums.
+  int everyone_whole = !slab.empty && slab.count == shape ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &everyone_whole, 1, MPI_INT, MPI_MIN, comm_);
+  const std::uint64_t local = xsum64(out, t, shape, slab);
+  const bool ok = everyone_whole ? local == expected : allreduce_sum(local, comm_) == expected;
+  int all_ok = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, comm_);
+  if (!all_ok)
+    throw std::runtime_error("dataset " + name + " fails its checksum (corrupt checkpoint): stored " +
+                             std::to_string(expected) + ", computed " + std::to_string(local));
+}
+
+void CheckpointFile::flush() {
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("cannot flush checkpoint");
+}
+
+void CheckpointFile::close() { file_ = H5Id(); }
+
+}  // namespace gridtrain

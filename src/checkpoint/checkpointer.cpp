@@ -1,0 +1,275 @@
+#include "gridtrain/checkpoint/checkpointer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/grid/grid.hpp"
+#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/version.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gridtrain {
+
+// Everything one checkpoint file holds, copied out of the live state so that training can go on
+// while it is written. Ranks that write nothing of a tensor hold no bytes for it.
+struct Snapshot {
+  struct Tensor {
+    std::string name;
+    DType type;
+    std::vector<hsize_t> shape;
+    Slab slab;
+    std::vector<unsigned char> bytes;
+  };
+  long long step = 0;
+  std::uint64_t sample_index = 0, epoch = 0;
+  std::string optim_type;
+  long long optim_steps = 0;
+  std::vector<Tensor> tensors;
+  std::string tmp_path, final_path;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<hsize_t> shape_of(const torch::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
+
+// Durable, atomic replacement of a small text file.
+void replace_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) ::fsync(fd), ::close(fd);
+  fs::rename(tmp, path);
+  fd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) ::fsync(fd), ::close(fd);
+}
+
+long long step_of(const fs::path& p) {
+  // step-XXXXXXXX.h5 → XXXXXXXX; anything else → -1
+  const std::string n = p.filename().string();
+  if (n.size() != 16 || n.rfind("step-", 0) != 0 || n.substr(13) != ".h5") return -1;
+  return std::stoll(n.substr(5, 8));
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log) : cfg_(cfg), grid_(grid), log_(log) {
+  MPI_Comm_dup(grid.comm(), &io_comm_);
+  if (cfg.checkpoint.async) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw Error("checkpoint.async = true needs an MPI library with MPI_THREAD_MULTIPLE support (this one "
+                  "provides level " + std::to_string(provided) + "); set checkpoint.async = false");
+  }
+}
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();
+  MPI_Comm_free(&io_comm_);
+}
+
+bool Checkpointer::due(long long step) const {
+  if (!enabled()) return false;
+  return step == cfg_.train.steps || (cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0);
+}
+
+std::string Checkpointer::file_name(long long step) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld.h5", step);
+  return (fs::path(cfg_.checkpoint.dir) / name).string();
+}
+
+void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model,
+                        Optimizer& opt) {
+  const auto t0 = Clock::now();
+  wait();  // one write in flight at a time
+  auto snap = std::make_shared<Snapshot>();
+  snap->step = step;
+  snap->sample_index = sample_index;
+  snap->epoch = epoch;
+  snap->optim_type = opt.type();
+  snap->optim_steps = opt.steps();
+  snap->final_path = file_name(step);
+  snap->tmp_path = snap->final_path + ".tmp";
+  // Replicated tensors (everything, while tp = pp = 1) are written once, by grid rank 0.
+  const bool writer = grid_.rank() == 0;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    Snapshot::Tensor rec{name, DType::F32, shape_of(t), writer ? Slab::all(shape_of(t)) : Slab::none(), {}};
+    if (writer) {
+      auto c = t.detach().contiguous();
+      const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
+      rec.bytes.assign(p, p + c.numel() * sizeof(float));
+    }
+    snap->tensors.push_back(std::move(rec));
+  };
+  for (const auto& p : model.named_parameters(true)) add("/model/" + p.key(), p.value());
+  for (const auto& s : opt.state()) add("/optim/" + s.name, s.param);
+  // Per-rank RNG state: row `rank` of /rng/cpu (world, bytes), written by every rank.
+  auto rng = at::detail::getDefaultCPUGenerator().get_state();
+  const auto nbytes = static_cast<hsize_t>(rng.numel());
+  const auto* rp = rng.data_ptr<std::uint8_t>();
+  snap->tensors.push_back({"/rng/cpu", DType::U8, {static_cast<hsize_t>(grid_.shape().size()), nbytes},
+                           Slab{{static_cast<hsize_t>(grid_.rank()), 0}, {1, nbytes}}, {rp, rp + nbytes}});
+
+  ++saves_;
+  if (cfg_.checkpoint.async) {
+    pending_ = snap;
+    writer_ = std::thread([this, snap] {
+      try {
+        write(*snap);
+      } catch (const std::exception& e) {  // a failed background write is a fault on this rank
+        std::fprintf(stderr, "ERROR on rank %d: checkpoint write failed: %s\n", grid_.rank(), e.what());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, kExitError);
+      }
+    });
+  } else {
+    write(*snap);
+  }
+  stall_s_ += since(t0);
+}
+
+void Checkpointer::wait() {
+  if (!writer_.joinable()) return;
+  const auto t0 = Clock::now();
+  writer_.join();
+  pending_.reset();
+  stall_s_ += since(t0);
+}
+
+void Checkpointer::write(const Snapshot& snap) {
+  const auto t0 = Clock::now();
+  int rank = 0;
+  MPI_Comm_rank(io_comm_, &rank);
+  if (rank == 0) fs::create_directories(cfg_.checkpoint.dir);
+  MPI_Barrier(io_comm_);
+  {
+    auto file = CheckpointFile::create(snap.tmp_path, io_comm_);
+    const hid_t root = file.root();
+    h5_write_attr(root, "format", std::string("gridtrain-checkpoint"));
+    h5_write_attr(root, "version", static_cast<long long>(kCheckpointVersion));
+    h5_write_attr(root, "step", snap.step);
+    h5_write_attr(root, "tokens_seen", static_cast<long long>(snap.sample_index * cfg_.model.block_size));
+    const auto g = grid_.shape();
+    h5_write_attr(root, "grid", std::to_string(g.dp) + "," + std::to_string(g.tp) + "," + std::to_string(g.pp));
+    h5_write_attr(root, "deck", config_text(cfg_));
+    h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
+    for (const auto& t : snap.tensors) file.write(t.name, t.type, t.shape, t.slab, t.bytes.data());
+    H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "open /optim");
+    h5_write_attr(optim, "type", snap.optim_type);
+    h5_write_attr(optim, "step", snap.optim_steps);
+    H5Id data(H5Gcreate2(root, "/data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /data");
+    h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
+    h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
+    h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
+    if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests
+      std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.slow_checkpoint_s));
+    file.flush();
+    file.close();
+  }
+  MPI_Barrier(io_comm_);  // every rank has closed the file
+  if (rank == 0) {
+    fs::rename(snap.tmp_path, snap.final_path);
+    replace_file(fs::path(cfg_.checkpoint.dir) / "latest", fs::path(snap.final_path).filename().string());
+    std::vector<fs::path> old;
+    for (const auto& e : fs::directory_iterator(cfg_.checkpoint.dir))
+      if (step_of(e.path()) >= 0 && step_of(e.path()) < snap.step) old.push_back(e.path());
+    std::sort(old.begin(), old.end());
+    const std::size_t keep = static_cast<std::size_t>(std::max(0, cfg_.checkpoint.keep_last - 1));
+    for (std::size_t i = 0; i + keep < old.size(); ++i) fs::remove(old[i]);
+  }
+  MPI_Barrier(io_comm_);
+  write_s_ += since(t0);
+}
+
+std::optional<std::string> Checkpointer::resume_path() {
+  const std::string& how = cfg_.checkpoint.resume;
+  if (how == "none") return std::nullopt;
+  if (how != "auto") return how;
+  const fs::path latest = fs::path(cfg_.checkpoint.dir) / "latest";
+  std::string name;
+  if (grid_.rank() == 0) {
+    std::ifstream in(latest);
+    if (in) in >> name;
+  }
+  int n = static_cast<int>(name.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, grid_.comm());
+  name.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(name.data(), n, MPI_CHAR, 0, grid_.comm());
+  if (name.empty()) {
+    log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + " (no 'latest'); starting fresh\n");
+    return std::nullopt;
+  }
+  return (fs::path(cfg_.checkpoint.dir) / name).string();
+}
+
+ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {
+  ResumePoint at;
+  agree(grid_.comm(), [&] {
+    const std::string where = "checkpoint '" + path + "': ";
+    if (!fs::exists(path)) throw Error(where + "file not found");
+    try {
+      auto file = CheckpointFile::open(path, grid_.comm());
+      const hid_t root = file.root();
+      const std::string format = h5_has_attr(root, "format") ? h5_read_attr_string(root, "format") : "";
+      if (format != "gridtrain-checkpoint") throw Error(where + "not a gridtrain checkpoint (format = '" + format + "')");
+      const long long version = h5_read_attr_int(root, "version");
+      if (version != kCheckpointVersion)
+        throw Error(where + "format version " + std::to_string(version) + "; this gridtrain reads version " +
+                    std::to_string(kCheckpointVersion));
+      H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
+      const std::string type = h5_read_attr_string(optim, "type");
+      if (type != opt.type())
+        throw Error(where + "holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
+      torch::NoGradGuard no_grad;
+      auto read_into = [&](const std::string& name, torch::Tensor& t) {
+        if (!t.is_contiguous()) throw std::runtime_error("tensor " + name + " is not contiguous");
+        file.read(name, DType::F32, shape_of(t), Slab::all(shape_of(t)), t.data_ptr<float>());
+      };
+      for (auto& p : model.named_parameters(true)) read_into("/model/" + p.key(), p.value());
+      for (auto& s : opt.state()) read_into("/optim/" + s.name, s.param);
+      opt.set_steps(h5_read_attr_int(optim, "step"));
+      H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
+      at.step = h5_read_attr_int(root, "step");
+      at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
+      // RNG states restore only onto the same number of ranks; a resharded run starts its own.
+      const auto rng_shape = file.shape_of("/rng/cpu");
+      auto rng = at::detail::getDefaultCPUGenerator().get_state();
+      const std::vector<hsize_t> mine{static_cast<hsize_t>(grid_.shape().size()), static_cast<hsize_t>(rng.numel())};
+      if (rng_shape == mine) {
+        file.read("/rng/cpu", DType::U8, mine, Slab{{static_cast<hsize_t>(grid_.rank()), 0}, {1, mine[1]}},
+                  rng.data_ptr<std::uint8_t>());
+        at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+        gen.set_state(rng);
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(where + e.what());
+    }
+  });
+  log_.print("Resumed from " + path + " at step " + std::to_string(at.step) + " (global sample index " +
+             std::to_string(at.sample_index) + ")\n");
+  return at;
+}
+
+}  // namespace gridtrain

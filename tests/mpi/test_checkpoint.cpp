@@ -1,0 +1,249 @@
+// Checkpoints under MPI: bit-exact resume, dp resharding, empty selections, async == sync, and
+// clear errors for bad files.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "../support/corpus.hpp"
+#include "../support/mpi_util.hpp"
+#include "gridtrain/app/trainer.hpp"
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/util/error.hpp"
+
+using namespace gridtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// A shared scratch directory (made by rank 0) with a small corpus in it.
+std::string shared_dir(const std::string& name) {
+  std::string dir;
+  if (world_rank() == 0) {
+    dir = test::temp_dir(name);
+    test::make_corpus(dir, 20000);
+  }
+  return test::bcast(dir, MPI_COMM_WORLD);
+}
+
+Config tiny(const std::string& dir, int steps, int global_batch) {
+  Config c = parse_config("", "test", {});
+  c.data.path = dir + "/corpus.h5";
+  c.model.n_layer = 2;
+  c.model.n_head = 2;
+  c.model.n_embd = 16;
+  c.model.block_size = 16;
+  c.train.steps = steps;
+  c.train.micro_batch = 2;
+  c.train.global_batch = global_batch;
+  c.train.eval_samples = 4;
+  c.train.eval_interval = 0;
+  c.optim.warmup_steps = 4;
+  c.optim.decay_steps = 8;  // schedule independent of train.steps, so a short run is a prefix
+  c.output.dir = dir + "/out";
+  return c;
+}
+
+std::vector<torch::Tensor> snapshot(Trainer& t) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
+  for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
+  return out;
+}
+
+bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].sizes() != b[i].sizes() || std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()) != 0)
+      return false;
+  return true;
+}
+
+std::string load_error(const Config& c, MPI_Comm comm) {
+  Log quiet(false);
+  try {
+    Trainer t(c, comm, quiet, 1.0);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("resume is bit-exact, inside the warmup and at its end", "[np2]") {
+  const auto dir = shared_dir("resume");
+  Log quiet(false);
+  Trainer straight(tiny(dir, 8, 4), MPI_COMM_WORLD, quiet, 1.0);
+  const auto full = straight.run();
+  const auto final_state = snapshot(straight);
+  for (int k : {2, 4}) {
+    CAPTURE(k);
+    Config first = tiny(dir, k, 4);
+    first.checkpoint.dir = dir + "/ckpt-" + std::to_string(k);
+    Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+    Config second = tiny(dir, 8, 4);
+    second.checkpoint.dir = first.checkpoint.dir;
+    second.checkpoint.resume = "auto";
+    Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+    REQUIRE(resumed.start_step() == k);
+    const auto rest = resumed.run();
+    REQUIRE(rest.losses.size() == static_cast<std::size_t>(8 - k));
+    for (int s = k; s < 8; ++s) CHECK(rest.losses[s - k] == full.losses[s]);  // bit for bit
+    CHECK(bitwise_equal(snapshot(resumed), final_state));
+  }
+}
+
+TEST_CASE("a checkpoint saved at dp = 4 loads at dp = 2 and dp = 1 and training continues", "[np4]") {
+  const auto dir = shared_dir("reshard");
+  Log quiet(false);
+  Config c = tiny(dir, 3, 8);
+  c.checkpoint.dir = dir + "/ckpt";
+  Trainer dp4(c, MPI_COMM_WORLD, quiet, 1.0);
+  dp4.run();
+  const auto saved = snapshot(dp4);
+  const std::string path = dir + "/ckpt/step-00000003.h5";
+
+  c.train.steps = 5;
+  c.checkpoint.resume = path;
+  c.checkpoint.dir = "none";
+  const int rank = world_rank();
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &half);
+  if (rank < 2) {
+    Trainer dp2(c, half, quiet, 1.0);
+    CHECK(dp2.grid().shape().dp == 2);
+    CHECK(dp2.start_step() == 3);
+    CHECK(bitwise_equal(snapshot(dp2), saved));
+    const auto r = dp2.run();
+    CHECK(r.losses.size() == 2);
+  }
+  MPI_Comm_free(&half);
+  if (rank == 0) {
+    Trainer dp1(c, MPI_COMM_SELF, quiet, 1.0);
+    CHECK(bitwise_equal(snapshot(dp1), saved));
+    CHECK(dp1.optimizer().steps() == 3);
+    CHECK(dp1.run().losses.size() == 2);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("collective writes where some ranks own nothing read back exactly", "[np4]") {
+  const int rank = world_rank();
+  const std::string path = test::bcast(rank == 0 ? test::temp_dir("slabs") + "/slabs.h5" : "", MPI_COMM_WORLD);
+  const std::vector<hsize_t> shape{5, 3};
+  std::vector<float> all(15);
+  for (int i = 0; i < 15; ++i) all[i] = 0.5f * i - 3.0f;
+  // Rows split 2/2/1/0: rank 3 owns nothing of "split"; only rank 2 owns "single".
+  const hsize_t first[] = {0, 2, 4, 5}, rows[] = {2, 2, 1, 0};
+  const Slab mine = rows[rank] ? Slab{{first[rank], 0}, {rows[rank], 3}} : Slab::none();
+  {
+    auto f = CheckpointFile::create(path, MPI_COMM_WORLD);
+    f.write("/a/split", DType::F32, shape, mine, all.data() + first[rank] * 3);
+    f.write("/b/single", DType::F32, shape, rank == 2 ? Slab::all(shape) : Slab::none(), all.data());
+    f.close();
+  }
+  auto f = CheckpointFile::open(path, MPI_COMM_WORLD);
+  for (const char* name : {"/a/split", "/b/single"}) {
+    std::vector<float> back(15, -1.0f);
+    f.read(name, DType::F32, shape, Slab::all(shape), back.data());
+    CHECK(back == all);
+  }
+  std::vector<float> part(15, -1.0f);  // partitioned read: each rank its rows
+  f.read("/a/split", DType::F32, shape, mine, part.data());
+  CHECK(std::equal(part.begin(), part.begin() + rows[rank] * 3, all.begin() + first[rank] * 3));
+}
+
+TEST_CASE("async save writes the same file as sync save", "[np2]") {
+  const auto dir = shared_dir("async");
+  Log quiet(false);
+  for (bool async : {false, true}) {
+    Config c = tiny(dir, 3, 4);
+    c.checkpoint.dir = dir + (async ? "/async" : "/sync");
+    c.checkpoint.async = async;
+    c.checkpoint.interval = 1;
+    c.checkpoint.keep_last = 2;
+    Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  }
+  if (world_rank() == 0) {
+    for (const char* sub : {"/sync", "/async"}) {
+      std::vector<std::string> files;
+      for (const auto& e : fs::directory_iterator(dir + sub)) files.push_back(e.path().filename().string());
+      std::sort(files.begin(), files.end());
+      CHECK(files == std::vector<std::string>{"latest", "step-00000002.h5", "step-00000003.h5"});  // keep_last
+      std::ifstream latest(dir + sub + "/latest");
+      std::string name;
+      latest >> name;
+      CHECK(name == "step-00000003.h5");
+    }
+    auto a = CheckpointFile::open(dir + "/sync/step-00000003.h5", MPI_COMM_SELF);
+    auto b = CheckpointFile::open(dir + "/async/step-00000003.h5", MPI_COMM_SELF);
+    for (std::string name : {"/model/wte.weight", "/model/h.1.mlp.c_fc.weight", "/optim/ln_f.bias/exp_avg_sq"}) {
+      CAPTURE(name);
+      const auto shape = a.shape_of(name);
+      REQUIRE(shape == b.shape_of(name));
+      std::vector<float> x(Slab::all(shape).elements()), y(x.size());
+      a.read(name, DType::F32, shape, Slab::all(shape), x.data());
+      b.read(name, DType::F32, shape, Slab::all(shape), y.data());
+      CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("bad checkpoints give clear errors on every rank", "[np2]") {
+  const auto dir = shared_dir("badckpt");
+  Log quiet(false);
+  Config c = tiny(dir, 2, 4);
+  c.checkpoint.dir = dir + "/ckpt";
+  Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  const std::string good = dir + "/ckpt/step-00000002.h5";
+
+  c.checkpoint.dir = "none";
+  c.checkpoint.resume = dir + "/nope.h5";
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("nope.h5': file not found"));
+
+  c.checkpoint.resume = good;
+  c.model.n_embd = 32;  // the deck changes the model's shape
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("tensor /model/wte.weight has shape (256, 16)") &&
+                                                Catch::Contains("(256, 32) in this run"));
+  c.model.n_embd = 16;
+  c.optim.type = "sgd";
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("optimizer 'adamw' but optim.type = 'sgd'"));
+  c.optim.type = "adamw";
+
+  if (world_rank() == 0) {
+    fs::copy_file(good, dir + "/truncated.h5");
+    fs::resize_file(dir + "/truncated.h5", fs::file_size(good) / 2);
+    fs::copy_file(good, dir + "/flipped.h5");
+    haddr_t offset = 0;  // raw data of /model/wte.weight (contiguous layout)
+    {
+      H5Id h(H5Fopen(good.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "open");
+      H5Id ds(H5Dopen2(h, "/model/wte.weight", H5P_DEFAULT), "open wte");
+      offset = H5Dget_offset(ds);
+    }
+    // Overwrite a few weights; the file stays valid HDF5.
+    std::fstream f(dir + "/flipped.h5", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset + 64));
+    f.write("\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f", 8);
+    f.close();
+    fs::copy_file(good, dir + "/v2.h5");
+    H5Id h(H5Fopen((dir + "/v2.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "open");
+    H5Adelete(h, "version");
+    h5_write_attr(h, "version", 2LL);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  c.checkpoint.resume = dir + "/truncated.h5";
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("truncated.h5'"));
+  c.checkpoint.resume = dir + "/flipped.h5";
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("fails its checksum"));
+  c.checkpoint.resume = dir + "/v2.h5";
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("format version 2; this gridtrain reads version 1"));
+}
