@@ -10,12 +10,12 @@ python=/usr/bin/python3
 model=(--model.n_layer=4 --model.n_head=4 --model.n_embd=128 --model.block_size=128)
 out=$(mktemp -d)
 . scripts/mpi-env
-for r in $(seq "$rounds"); do
-  # gridtrain: 1 rank, global batch = micro batch = 16, no evaluation until the end.
+run_gridtrain() {
+  # 1 rank, global batch = micro batch = 16, no evaluation until the end.
   OMP_NUM_THREADS=$threads build/gridtrain -i inputs/in.kjv-gpt "${model[@]}" --train.steps=$((steps + 3)) \
     --train.micro_batch=16 --train.global_batch=16 --train.eval_interval=0 --train.eval_samples=1 \
     --output.thermo=3 --output.dir="$out/gt" > "$out/gt.txt"
-  # Tokens/s over the steps after the first thermo interval (3 warm-up steps), as the script does.
+  # Tokens/s over the steps after the first 3 (warm-up), as the PyTorch script measures.
   gt=$($python - "$out/gt/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -31,8 +31,13 @@ PY
 )
   peak=$(grep -oE "Peak: [0-9.]+ GFLOP/s" "$out/gt.txt" | grep -oE "[0-9.]+")
   mfu=$(grep -oE "[0-9.]+% MFU" "$out/gt.txt")
+}
+run_pytorch() {
   pt=$(OMP_NUM_THREADS=$threads $python bench/pytorch_gpt.py data/kjv.h5 --steps "$steps" --threads "$threads" \
        | grep -oE "[0-9.]+ tokens/s" | grep -oE "[0-9.]+")
+}
+for r in $(seq "$rounds"); do
+  if ((r % 2)); then run_gridtrain; run_pytorch; else run_pytorch; run_gridtrain; fi  # alternate the order
   ratio=$($python -c "print(f'{$gt / $pt:.3f}')")
   echo "round $r: gridtrain $gt tokens/s ($mfu of $peak GFLOP/s sgemm), pytorch $pt tokens/s, ratio $ratio"
 done

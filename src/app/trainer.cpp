@@ -106,7 +106,8 @@ double Trainer::forward_backward() {
   for (int m = 0; m < accum_; ++m) {
     auto batch = train_batch(first + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
     timer_.stamp(Section::Data);
-    auto loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)) / accum_;
+    auto loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1));
+    if (accum_ > 1) loss = loss / accum_;
     loss.backward();
     loss_sum += loss.item<double>();
     timer_.stamp(Section::Compute);

@@ -32,8 +32,10 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
   auto qkv = c_attn_->forward(x).split(C, 2);  // 3 × (B, T, C)
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H, T, D)
-  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B, H, T, T)
-  att = att.masked_fill(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
+  // Scale q (B, H, T, D) rather than the scores (B, H, T, T), and mask in place: two fewer passes
+  // over the largest activation (matmul's backward needs q and k, not its output).
+  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));  // (B, H, T, T)
+  att.masked_fill_(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
   att = torch::softmax(att, -1);
   auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
   return c_proj_->forward(y);

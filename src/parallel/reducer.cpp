@@ -46,7 +46,10 @@ void Reducer::allreduce() {
 
 double Reducer::grad_norm() const {
   double sq = 0.0;
-  for (const auto& b : buckets_) sq += b.to(torch::kFloat64).square().sum().item<double>();
+  for (const auto& b : buckets_) {
+    const double n = b.norm().item<double>();  // fp32 kernel with blocked accumulation, no fp64 copy
+    sq += n * n;
+  }
   return std::sqrt(sq);
 }
 

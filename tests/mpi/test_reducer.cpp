@@ -36,6 +36,6 @@ TEST_CASE("reducer average equals a plain MPI_Allreduce for several bucket sizes
       CHECK(torch::allclose(params[i].grad(), expected[i], 1e-6, 1e-6));
       sq += expected[i].to(torch::kFloat64).square().sum().item<double>();
     }
-    CHECK(reducer.grad_norm() == Approx(std::sqrt(sq)).epsilon(1e-9));
+    CHECK(reducer.grad_norm() == Approx(std::sqrt(sq)).epsilon(1e-6));  // fp32 norms
   }
 }

@@ -28,8 +28,8 @@ class Reducer {
   void zero_grad();
   /// Starts one non-blocking sum-allreduce per bucket, then waits and divides by dp.
   void allreduce();
-  /// Global L2 norm of all gradients (after allreduce, the same on every replica), computed in
-  /// fp64 over the buckets.
+  /// Global L2 norm of all gradients (after allreduce, the same on every replica): per-bucket
+  /// fp32 norms combined in fp64.
   double grad_norm() const;
   /// Multiplies every gradient by factor (clipping).
   void scale(double factor);
