@@ -227,7 +227,8 @@ void Trainer::print_summary(const RunResult& r) {
   if (checkpointer_->saves() > 0)
     log_.print("\nCheckpoints: " + std::to_string(checkpointer_->saves()) + " written to " + cfg_.checkpoint.dir +
                ", step-loop stall " + fmt("%.3f", checkpointer_->stall_s()) + " s, write " +
-               fmt("%.3f", checkpointer_->write_s()) + (cfg_.checkpoint.async ? " s (background)\n" : " s\n"));
+               fmt("%.3f", checkpointer_->write_s()) + (cfg_.checkpoint.async ? " s (background)" : " s") +
+               ", waiting for the last write at exit " + fmt("%.3f", checkpointer_->drain_s()) + " s\n");
   if (r.final_val_loss)
     log_.print("\nFinal validation loss: " + fmt("%.4f", *r.final_val_loss) + " nats/token (" +
                fmt("%.4f", *r.final_val_loss / std::log(2.0)) + " bits/token) over " + std::to_string(val_total_) +

@@ -101,8 +101,9 @@ std::string Checkpointer::file_name(long long step) const {
 void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model,
                         Optimizer& opt) {
   const auto t0 = Clock::now();
-  wait();  // one write in flight at a time
-  auto snap = std::make_shared<Snapshot>();
+  join_writer();  // one write in flight at a time
+  // Reuse the previous snapshot's buffers: after the first save, the copy allocates nothing.
+  auto snap = pending_ ? pending_ : std::make_shared<Snapshot>();
   snap->step = step;
   snap->sample_index = sample_index;
   snap->epoch = epoch;
@@ -110,16 +111,24 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   snap->optim_steps = opt.steps();
   snap->final_path = file_name(step);
   snap->tmp_path = snap->final_path + ".tmp";
+  std::size_t count = 0;
+  auto slot = [&]() -> Snapshot::Tensor& {
+    if (count == snap->tensors.size()) snap->tensors.emplace_back();
+    return snap->tensors[count++];
+  };
   // Replicated tensors (everything, while tp = pp = 1) are written once, by grid rank 0.
   const bool writer = grid_.rank() == 0;
   auto add = [&](const std::string& name, const torch::Tensor& t) {
-    Snapshot::Tensor rec{name, DType::F32, shape_of(t), writer ? Slab::all(shape_of(t)) : Slab::none(), {}};
+    Snapshot::Tensor& rec = slot();
+    rec.name = name;
+    rec.type = DType::F32;
+    rec.shape = shape_of(t);
+    rec.slab = writer ? Slab::all(rec.shape) : Slab::none();
     if (writer) {
       auto c = t.detach().contiguous();
       const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
       rec.bytes.assign(p, p + c.numel() * sizeof(float));
     }
-    snap->tensors.push_back(std::move(rec));
   };
   for (const auto& p : model.named_parameters(true)) add("/model/" + p.key(), p.value());
   for (const auto& s : opt.state()) add("/optim/" + s.name, s.param);
@@ -127,12 +136,17 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   const auto nbytes = static_cast<hsize_t>(rng.numel());
   const auto* rp = rng.data_ptr<std::uint8_t>();
-  snap->tensors.push_back({"/rng/cpu", DType::U8, {static_cast<hsize_t>(grid_.shape().size()), nbytes},
-                           Slab{{static_cast<hsize_t>(grid_.rank()), 0}, {1, nbytes}}, {rp, rp + nbytes}});
+  Snapshot::Tensor& rec = slot();
+  rec.name = "/rng/cpu";
+  rec.type = DType::U8;
+  rec.shape = {static_cast<hsize_t>(grid_.shape().size()), nbytes};
+  rec.slab = Slab{{static_cast<hsize_t>(grid_.rank()), 0}, {1, nbytes}};
+  rec.bytes.assign(rp, rp + nbytes);
+  snap->tensors.resize(count);
 
   ++saves_;
+  pending_ = snap;
   if (cfg_.checkpoint.async) {
-    pending_ = snap;
     writer_ = std::thread([this, snap] {
       try {
         write(*snap);
@@ -148,12 +162,14 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   stall_s_ += since(t0);
 }
 
+void Checkpointer::join_writer() {
+  if (writer_.joinable()) writer_.join();
+}
+
 void Checkpointer::wait() {
-  if (!writer_.joinable()) return;
   const auto t0 = Clock::now();
-  writer_.join();
-  pending_.reset();
-  stall_s_ += since(t0);
+  join_writer();
+  drain_s_ += since(t0);
 }
 
 void Checkpointer::write(const Snapshot& snap) {

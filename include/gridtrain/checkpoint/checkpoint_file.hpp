@@ -3,9 +3,9 @@
 // Every dataset has its *global* (unsharded) shape. Each rank passes the hyperslab it owns
 // (offset, count) or Slab::none() — ranks owning nothing still take part in the collective call
 // with an empty selection, so replicated tensors are written once (by their owner) and no rank
-// hangs. Every dataset carries an attribute "xsum64": the sum over elements of
-// splitmix64(global index, value bits) mod 2^64, which any sharding can compute piecewise and
-// add up (sum-allreduce), and which load() verifies. Layout: docs/checkpoint-format.md.
+// hangs. Every dataset carries an attribute "xsum64": the sum over elements of a 32-bit hash of
+// (value bits, global index) mod 2^64, which any sharding can compute piecewise and add up
+// (sum-allreduce), and which load() verifies. Layout and formula: docs/checkpoint-format.md.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -47,7 +47,7 @@ class Checkpointer {
   /// Saves the state after `step` steps; sample_index is the sampler's next global sample index
   /// and epoch its epoch. Collective over the grid. I/O failures are faults on the rank (abort).
   void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model, Optimizer& opt);
-  /// Blocks until an outstanding asynchronous write has finished and is `latest`.
+  /// Blocks until an outstanding asynchronous write has finished and is `latest` (end of run).
   void wait();
 
   /// checkpoint.resume resolved: none → nullopt; auto → `latest` if present; else the path.
@@ -59,11 +59,13 @@ class Checkpointer {
   ResumePoint load(const std::string& path, LanguageModel& model, Optimizer& opt);
 
   int saves() const { return saves_; }
-  double stall_s() const { return stall_s_; }  ///< step-loop time spent in save() and wait()
+  double stall_s() const { return stall_s_; }  ///< step-loop time spent in save()
+  double drain_s() const { return drain_s_; }  ///< time wait() spent for the last write at the end
   double write_s() const { return write_s_; }  ///< time spent writing files (background when async)
 
  private:
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
+  void join_writer();
   std::string file_name(long long step) const;
 
   Config cfg_;
@@ -71,9 +73,9 @@ class Checkpointer {
   Log& log_;
   MPI_Comm io_comm_ = MPI_COMM_NULL;  // dup of the grid communicator, used by the writer
   std::thread writer_;
-  std::shared_ptr<Snapshot> pending_;
+  std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
   int saves_ = 0;
-  double stall_s_ = 0, write_s_ = 0;
+  double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;
 };
 
 }  // namespace gridtrain
