@@ -31,7 +31,6 @@ Work Axis::allreduce_sum(float* data, std::size_t n) {
   if (n > static_cast<std::size_t>(INT_MAX))
     throw std::runtime_error("allreduce on axis " + name_ + ": " + std::to_string(n) +
                              " elements exceed MPI's int count; use a smaller comm.bucket_mb");
-  bytes_sent_ += size_ > 1 ? 2 * (size_ - 1) * n * sizeof(float) / size_ : 0;
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &req);
   return Work(req);
@@ -40,11 +39,5 @@ Work Axis::allreduce_sum(float* data, std::size_t n) {
 void Axis::allreduce_sum(double* data, int n) {
   MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm_);
 }
-
-void Axis::broadcast(void* data, std::size_t n, int root) {
-  MPI_Bcast(data, static_cast<int>(n), MPI_BYTE, root, comm_);
-}
-
-void Axis::barrier() { MPI_Barrier(comm_); }
 
 }  // namespace gridtrain

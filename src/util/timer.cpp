@@ -23,12 +23,6 @@ void Timer::stamp(Section s) {
   last_ = now;
 }
 
-double Timer::total() const {
-  double t = 0;
-  for (double a : acc_) t += a;
-  return t;
-}
-
 std::vector<SectionStats> Timer::breakdown(MPI_Comm comm, double loop_s) const {
   int nprocs = 1;
   MPI_Comm_size(comm, &nprocs);

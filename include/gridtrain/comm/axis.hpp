@@ -2,7 +2,6 @@
 // CPU backend: MPI on host buffers. Non-blocking collectives return a Work handle to wait on.
 #pragma once
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,7 +20,6 @@ class Work {
   Work& operator=(const Work&) = delete;
   ~Work() { wait(); }
   void wait();
-  bool done() const { return req_ == MPI_REQUEST_NULL; }
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;
@@ -40,23 +38,16 @@ class Axis {
   int rank() const { return rank_; }
   MPI_Comm comm() const { return comm_; }
 
-  /// Sum-allreduce of n floats in place, non-blocking (MPI_Iallreduce). Counts 2(p-1)/p·n·4
-  /// bytes sent (ring allreduce volume, Patarasuk & Yuan 2009) into bytes_sent().
+  /// Sum-allreduce of n floats in place, non-blocking (MPI_Iallreduce). Throws
+  /// std::runtime_error when n exceeds MPI's int count.
   Work allreduce_sum(float* data, std::size_t n);
   /// Blocking sum-allreduce of a few doubles in place (losses, norms, counters).
   void allreduce_sum(double* data, int n);
-  /// Blocking broadcast of n bytes from root.
-  void broadcast(void* data, std::size_t n, int root);
-  void barrier();
-
-  /// Bytes this rank has sent on this axis through gradient collectives (ring-model count).
-  std::uint64_t bytes_sent() const { return bytes_sent_; }
 
  private:
   std::string name_;
   MPI_Comm comm_;
   int size_ = 1, rank_ = 0;
-  std::uint64_t bytes_sent_ = 0;
 };
 
 }  // namespace gridtrain

@@ -35,8 +35,6 @@ class Reducer {
   void scale(double factor);
 
   std::size_t bucket_count() const { return buckets_.size(); }
-  /// Elements in bucket i.
-  std::int64_t bucket_numel(std::size_t i) const { return buckets_[i].numel(); }
 
  private:
   Axis& dp_;

@@ -30,9 +30,6 @@ class Timer {
   void reset();
   /// Charges the time since the previous stamp (or reset) to s.
   void stamp(Section s);
-  double seconds(Section s) const { return acc_[static_cast<size_t>(s)]; }
-  /// Sum over all sections, seconds.
-  double total() const;
   /// Collective over comm: per-section statistics over ranks. loop_s is the loop wall time used
   /// for %total.
   std::vector<SectionStats> breakdown(MPI_Comm comm, double loop_s) const;
