@@ -66,7 +66,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     named.push_back({p.key(), p.value()});
     params.push_back(p.value());
   }
-  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb);
+  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb, cfg.comm.overlap);
   optimizer_ = make_optimizer(cfg, std::move(named));
 
   log_.print(grid_->describe() + "\n");
@@ -108,6 +108,7 @@ double Trainer::forward_backward() {
     timer_.stamp(Section::Data);
     auto loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1));
     if (accum_ > 1) loss = loss / accum_;
+    reducer_->begin_backward(/*last=*/m + 1 == accum_);
     loss.backward();
     loss_sum += loss.item<double>();
     timer_.stamp(Section::Compute);
@@ -157,7 +158,8 @@ RunResult Trainer::run() {
     reducer_->zero_grad();
     timer_.stamp(Section::Other);
     double loss[1] = {forward_backward()};
-    reducer_->allreduce();
+    exposed_comm_s_ += reducer_->finish();
+    total_comm_s_ += reducer_->comm_s();
     grid_->dp().allreduce_sum(loss, 1);
     loss[0] /= grid_->dp().size();
     timer_.stamp(Section::Comm);
@@ -185,7 +187,7 @@ RunResult Trainer::run() {
           std::chrono::duration<double>(Clock::now() - interval_start).count() - interval_eval_s;
       const double tps = tokens_per_step * interval_steps / train_s;
       thermo.write({s + 1, loss[0], val, lr, norm, tps, 1e3 * train_s / interval_steps,
-                    flops_per_step * interval_steps / train_s / peak_total[0]});
+                    flops_per_step * interval_steps / train_s / peak_total[0], reducer_->bytes_sent()});
       interval_start = Clock::now();
       interval_eval_s = 0.0;
       interval_steps = 0;
@@ -224,6 +226,13 @@ void Trainer::print_summary(const RunResult& r) {
              "% MFU (peak " + fmt("%.1f", peak_gflops_) + " GFLOP/s per rank" +
              (cfg_.output.peak_gflops > 0 ? ", from output.peak_gflops)\n" : ", measured by sgemm probe)\n"));
   log_.print(format_breakdown(stats));
+  double comm[2] = {total_comm_s_, exposed_comm_s_};
+  grid_->dp().allreduce_sum(comm, 2);
+  if (grid_->dp().size() > 1)
+    log_.print("\nGradient allreduce (dp, avg over ranks): " + fmt("%.3f", comm[0] / grid_->dp().size()) +
+               " s in flight, " + fmt("%.3f", comm[1] / grid_->dp().size()) + " s exposed (comm.overlap = " +
+               (cfg_.comm.overlap ? "true" : "false") + ", " + std::to_string(reducer_->bucket_count()) +
+               " buckets)\n");
   if (checkpointer_->saves() > 0)
     log_.print("\nCheckpoints: " + std::to_string(checkpointer_->saves()) + " written to " + cfg_.checkpoint.dir +
                ", step-loop stall " + fmt("%.3f", checkpointer_->stall_s()) + " s, write " +

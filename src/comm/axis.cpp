@@ -18,6 +18,12 @@ void Work::wait() {
   if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
 }
 
+bool Work::test() {
+  int done = 1;
+  if (req_ != MPI_REQUEST_NULL) MPI_Test(&req_, &done, MPI_STATUS_IGNORE);
+  return done != 0;
+}
+
 Axis::Axis(std::string name, MPI_Comm comm) : name_(std::move(name)), comm_(comm) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);

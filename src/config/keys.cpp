@@ -168,6 +168,8 @@ std::vector<Key> build_table() {
       int_key<uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
 
       real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true),
+      bool_key("comm.overlap", GT_REF(comm.overlap),
+               "start each bucket's allreduce during backward, as soon as its gradients are ready"),
 
       text_key("checkpoint.dir", GT_REF(checkpoint.dir),
                "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),

@@ -45,6 +45,7 @@ void Thermo::write(const ThermoRow& r) {
   add("tokens_per_s", "%.6g", r.tokens_per_s);
   add("step_ms", "%.6g", r.step_ms);
   add("mfu", "%.6g", r.mfu);
+  add("comm_bytes", "%llu", static_cast<unsigned long long>(r.comm_bytes));
   jsonl_ << json << "}\n" << std::flush;
 }
 

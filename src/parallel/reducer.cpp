@@ -1,47 +1,112 @@
 #include "gridtrain/parallel/reducer.hpp"
 
+#include <chrono>
 #include <cmath>
 
-namespace gridtrain {
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 
-Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb)
-    : dp_(dp), params_(std::move(params)) {
+namespace gridtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs a callback after a gradient accumulator has written the parameter's .grad.
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  explicit ReadyHook(std::function<void()> on_ready) : on_ready_(std::move(on_ready)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    on_ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> on_ready_;
+};
+
+}  // namespace
+
+Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap)
+    : dp_(dp), overlap_(overlap), params_(std::move(params)), bucket_of_(params_.size()) {
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
   // Group in reverse registration order: backward produces the last layers' gradients first.
-  std::vector<std::vector<torch::Tensor>> groups;
+  std::vector<std::vector<std::size_t>> groups;
   std::int64_t filled = 0;
-  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-    if (groups.empty() || (filled > 0 && filled + it->numel() > cap)) groups.emplace_back(), filled = 0;
-    groups.back().push_back(*it);
-    filled += it->numel();
+  for (std::size_t i = params_.size(); i-- > 0;) {
+    if (groups.empty() || (filled > 0 && filled + params_[i].numel() > cap)) groups.emplace_back(), filled = 0;
+    groups.back().push_back(i);
+    filled += params_[i].numel();
   }
-  for (auto& group : groups) {
+  for (std::size_t b = 0; b < groups.size(); ++b) {
     std::int64_t n = 0;
-    for (auto& p : group) n += p.numel();
+    for (auto i : groups[b]) n += params_[i].numel();
     auto bucket = torch::zeros({n}, torch::kFloat32);
     std::int64_t offset = 0;
-    for (auto& p : group) {
+    for (auto i : groups[b]) {
+      auto& p = params_[i];
       p.mutable_grad() = bucket.narrow(0, offset, p.numel()).view(p.sizes());
       offset += p.numel();
+      bucket_of_[i] = b;
     }
     buckets_.push_back(bucket);
+    bucket_size_.push_back(static_cast<int>(groups[b].size()));
   }
+  pending_ = bucket_size_;
+  work_.resize(buckets_.size());
+  if (overlap_ && dp_.size() > 1) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+      const auto key = acc->add_post_hook(std::make_unique<ReadyHook>([this, b = bucket_of_[i]] { mark_ready(b); }));
+      hooks_.emplace_back(acc, key);  // holding the accumulator keeps the hook's node alive
+    }
+  }
+}
+
+Reducer::~Reducer() {
+  for (auto& [node, key] : hooks_) node->del_post_hook(key);
 }
 
 void Reducer::zero_grad() {
   for (auto& b : buckets_) b.zero_();
+  bytes_ = 0;
+  comm_s_ = 0;
 }
 
-void Reducer::allreduce() {
-  if (dp_.size() == 1) return;
-  std::vector<Work> work;
-  work.reserve(buckets_.size());
-  for (auto& b : buckets_) work.push_back(dp_.allreduce_sum(b.data_ptr<float>(), static_cast<std::size_t>(b.numel())));
+void Reducer::begin_backward(bool last) {
+  communicating_ = last;
+  pending_ = bucket_size_;
+  next_ = 0;
+}
+
+void Reducer::mark_ready(std::size_t bucket) {
+  if (!communicating_) return;
+  --pending_[bucket];
+  while (next_ < buckets_.size() && pending_[next_] == 0) start(next_++);
+  for (std::size_t b = 0; b < next_; ++b) work_[b].test();  // drive progress of earlier buckets
+}
+
+void Reducer::start(std::size_t bucket) {
+  if (bytes_ == 0) first_start_ = Clock::now();
+  auto& b = buckets_[bucket];
+  const auto n = static_cast<std::size_t>(b.numel());
+  bytes_ += 2 * (dp_.size() - 1) * n * sizeof(float) / dp_.size();
+  work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), n);
+}
+
+double Reducer::finish() {
+  const auto t0 = Clock::now();
+  if (dp_.size() == 1) return 0.0;
+  while (next_ < buckets_.size()) start(next_++);
   const double inv = 1.0 / dp_.size();
-  for (std::size_t i = 0; i < buckets_.size(); ++i) {
-    work[i].wait();
-    buckets_[i].mul_(inv);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    work_[b].wait();
+    buckets_[b].mul_(inv);
   }
+  communicating_ = false;
+  const auto t1 = Clock::now();
+  comm_s_ = std::chrono::duration<double>(t1 - first_start_).count();
+  return std::chrono::duration<double>(t1 - t0).count();
 }
 
 double Reducer::grad_norm() const {

@@ -98,3 +98,25 @@ TEST_CASE("gradient accumulation: micro-batch B with 2 accumulation steps == mic
   const auto rw = whole.run();
   for (std::size_t s = 0; s < ra.losses.size(); ++s) CHECK(ra.losses[s] == Approx(rw.losses[s]).epsilon(1e-5));
 }
+
+TEST_CASE("training with overlap on is bitwise identical to overlap off", "[np2]") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string path =
+      test::bcast(rank == 0 ? test::make_corpus(test::temp_dir("overlap-data"), 20000) : "", MPI_COMM_WORLD);
+  Log quiet(false);
+  Config c = small_config(path);
+  c.train.micro_batch = 2;
+  c.train.global_batch = 8;  // 2 accumulation micro-batches per rank
+  c.comm.bucket_mb = 0.01;   // several buckets
+  std::vector<std::vector<float>> weights;
+  std::vector<std::vector<double>> losses;
+  for (bool overlap : {false, true}) {
+    c.comm.overlap = overlap;
+    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    losses.push_back(t.run().losses);
+    weights.push_back(flat(t.model()));
+  }
+  CHECK(losses[0] == losses[1]);
+  CHECK(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)) == 0);
+}

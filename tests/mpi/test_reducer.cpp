@@ -1,41 +1,100 @@
-// Run under mpiexec -n 2 and -n 4: the bucketed reducer equals a plain allreduce.
+// Run under mpiexec -n 2 and -n 4: the bucketed, overlapped reducer equals a plain allreduce.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
 
 #include "gridtrain/parallel/reducer.hpp"
 
 using namespace gridtrain;
 
-TEST_CASE("reducer average equals a plain MPI_Allreduce for several bucket sizes", "[np2][np4]") {
+namespace {
+
+struct Fixture {
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm dup;
-  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-  Axis dp("dp", dup);
+  MPI_Comm dup = MPI_COMM_NULL;
+  Fixture() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  }
+};
+
+std::vector<torch::Tensor> make_params() {
+  return {torch::zeros({37, 11}).requires_grad_(), torch::zeros({5}).requires_grad_(),
+          torch::zeros({64, 16}).requires_grad_(), torch::zeros({3, 3, 3}).requires_grad_()};
+}
+
+// Gradient of parameter i on this rank (differs per rank and per micro-batch).
+torch::Tensor grad_of(std::size_t i, int rank, int micro, const torch::Tensor& p) {
+  auto gen = at::detail::createCPUGenerator(1000 * i + 10 * rank + micro);
+  return at::randn(p.sizes(), gen);
+}
+
+// The plain answer: MPI_Allreduce of the summed gradients, / size.
+torch::Tensor plain_average(torch::Tensor local, int size) {
+  auto sum = local.clone();
+  MPI_Allreduce(MPI_IN_PLACE, sum.data_ptr<float>(), static_cast<int>(sum.numel()), MPI_FLOAT, MPI_SUM,
+                MPI_COMM_WORLD);
+  return sum / size;
+}
+
+}  // namespace
+
+TEST_CASE("reducer equals a plain allreduce for several bucket sizes, in any arrival order", "[np2][np4]") {
+  Fixture f;
+  Axis dp("dp", f.dup);
   // bucket_mb: smaller than any tensor, a few tensors, everything in one bucket.
   for (double bucket_mb : {1e-6, 0.004, 100.0}) {
-    torch::manual_seed(1);
-    std::vector<torch::Tensor> params = {torch::zeros({37, 11}).requires_grad_(), torch::zeros({5}).requires_grad_(),
-                                         torch::zeros({64, 16}).requires_grad_(), torch::zeros({3, 3, 3}).requires_grad_()};
-    Reducer reducer(params, dp, bucket_mb);
-    reducer.zero_grad();
-    std::vector<torch::Tensor> expected;
-    for (auto& p : params) {
-      auto g = torch::randn(p.sizes()) * (rank + 1);  // differs per rank
-      (p * g).sum().backward();                      // accumulates g into the bucket view
-      auto sum = g.clone();
-      MPI_Allreduce(MPI_IN_PLACE, sum.data_ptr<float>(), static_cast<int>(sum.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      expected.push_back(sum / size);
+    for (bool overlap : {false, true}) {
+      CAPTURE(bucket_mb, overlap);
+      auto params = make_params();
+      Reducer reducer(params, dp, bucket_mb, overlap);
+      if (bucket_mb == 100.0) CHECK(reducer.bucket_count() == 1);
+      if (bucket_mb == 1e-6) CHECK(reducer.bucket_count() == params.size());
+      reducer.zero_grad();
+      reducer.begin_backward(/*last=*/true);
+      // Each rank lets its gradients arrive in its own order (one backward per parameter).
+      std::vector<std::size_t> order(params.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937(f.rank + 7));
+      for (auto i : order) (params[i] * grad_of(i, f.rank, 0, params[i])).sum().backward();
+      if (overlap) CHECK(reducer.buckets_started() == reducer.bucket_count());  // all started during backward
+      if (!overlap) CHECK(reducer.buckets_started() == 0);
+      reducer.finish();
+      double sq = 0;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const auto expected = plain_average(grad_of(i, f.rank, 0, params[i]), f.size);
+        CHECK(torch::equal(params[i].grad(), expected));  // same sum, same division: bitwise
+        sq += expected.to(torch::kFloat64).square().sum().item<double>();
+      }
+      CHECK(reducer.grad_norm() == Approx(std::sqrt(sq)).epsilon(1e-6));  // fp32 norms
     }
-    reducer.allreduce();
-    CAPTURE(bucket_mb);
-    if (bucket_mb == 100.0) CHECK(reducer.bucket_count() == 1);
-    if (bucket_mb == 1e-6) CHECK(reducer.bucket_count() == params.size());
-    double sq = 0;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      CHECK(torch::allclose(params[i].grad(), expected[i], 1e-6, 1e-6));
-      sq += expected[i].to(torch::kFloat64).square().sum().item<double>();
-    }
-    CHECK(reducer.grad_norm() == Approx(std::sqrt(sq)).epsilon(1e-6));  // fp32 norms
   }
+}
+
+TEST_CASE("with accumulation only the last micro-batch communicates", "[np2]") {
+  Fixture f;
+  Axis dp("dp", f.dup);
+  auto params = make_params();
+  Reducer reducer(params, dp, 0.004, /*overlap=*/true);
+  reducer.zero_grad();
+  for (int micro = 0; micro < 3; ++micro) {
+    const bool last = micro == 2;
+    reducer.begin_backward(last);
+    for (std::size_t i = 0; i < params.size(); ++i) (params[i] * grad_of(i, f.rank, micro, params[i])).sum().backward();
+    if (!last) {
+      CHECK(reducer.buckets_started() == 0);
+      CHECK(reducer.bytes_sent() == 0);
+    }
+  }
+  reducer.finish();
+  std::uint64_t expected_bytes = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto local = grad_of(i, f.rank, 0, params[i]) + grad_of(i, f.rank, 1, params[i]) + grad_of(i, f.rank, 2, params[i]);
+    CHECK(torch::allclose(params[i].grad(), plain_average(local, f.size), 1e-6, 1e-6));
+    expected_bytes += 2 * (f.size - 1) * params[i].numel() * 4 / f.size;
+  }
+  CHECK(reducer.bytes_sent() == Approx(static_cast<double>(expected_bytes)).epsilon(0.01));
 }

@@ -16,11 +16,12 @@ cmp -s "$work/screen.txt" "$work/out/log.gridtrain" || { echo "FAIL: log.gridtra
 "$python" - "$work/out/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-keys = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "mfu"}
+keys = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "mfu", "comm_bytes"}
 assert rows, "metrics.jsonl is empty"
 for r in rows:
     assert keys <= r.keys(), f"missing keys in {r}"
 assert rows[0]["step"] == 1 and rows[-1]["step"] == 30, [r["step"] for r in rows]
+assert all(r["comm_bytes"] > 0 for r in rows), "2 dp ranks must send gradient bytes every step"
 assert rows[-1]["loss"] < rows[0]["loss"] - 1.0, f"loss did not fall: {rows[0]['loss']} -> {rows[-1]['loss']}"
 vals = [r["val_loss"] for r in rows if "val_loss" in r]
 assert len(vals) == 3 and vals[-1] < vals[0], vals

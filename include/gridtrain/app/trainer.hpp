@@ -77,6 +77,7 @@ class Trainer {
   std::unique_ptr<Checkpointer> checkpointer_;
   long long start_step_ = 0;
   std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
+  double total_comm_s_ = 0, exposed_comm_s_ = 0;  // gradient allreduce: in flight, waited for
   Timer timer_;
 };
 

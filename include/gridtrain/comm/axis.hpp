@@ -20,6 +20,8 @@ class Work {
   Work& operator=(const Work&) = delete;
   ~Work() { wait(); }
   void wait();
+  /// Polls the request (MPI_Test), which also lets MPI progress it; true once it is complete.
+  bool test();
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;

@@ -55,6 +55,7 @@ struct Config {
   } train;
   struct Comm {
     double bucket_mb = 25.0;  ///< gradient bucket size, MiB
+    bool overlap = true;      ///< start each bucket's allreduce during backward
   } comm;
   struct Checkpoint {
     std::string dir = "none";  ///< directory of step-XXXXXXXX.h5 and `latest`; none = no checkpoints

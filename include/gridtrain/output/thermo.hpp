@@ -1,6 +1,7 @@
 // Thermo output (rank 0): a header row once, then one fixed-width line every output.thermo steps,
 // mirrored as one JSON object per line into <output.dir>/metrics.jsonl.
 #pragma once
+#include <cstdint>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@ struct ThermoRow {
   double tokens_per_s;             ///< global tokens per second over the interval
   double step_ms;                  ///< wall ms per step over the interval (evaluation excluded)
   double mfu;                      ///< model FLOPs utilization, fraction of peak
+  std::uint64_t comm_bytes;        ///< bytes this rank sent on the dp axis in this step
 };
 
 class Thermo {

@@ -3,13 +3,19 @@
 // Gradients live in flat fp32 buckets of about comm.bucket_mb MiB: every parameter's .grad is a
 // view into its bucket (as PyTorch DDP's gradient_as_bucket_view), so autograd accumulates
 // straight into the buffer that is communicated and no copy is made. Parameters are assigned to
-// buckets in reverse registration order, the order backward produces their gradients, so that
-// the overlap issue can fire a bucket as soon as its last gradient is ready.
+// buckets in reverse registration order, the order backward produces their gradients.
 //
-// allreduce() averages the buckets over dp (sum-allreduce, then × 1/dp). Every replica receives
-// the same sum, so replicas stay bitwise identical.
+// With overlap (comm.overlap = true), a post-hook on each parameter's gradient accumulator marks
+// it ready during the backward of the step's last micro-batch; when a bucket's last gradient is
+// ready its non-blocking sum-allreduce starts at once, while backward goes on computing earlier
+// layers (hooks also poll outstanding requests, which drives MPI progress). Buckets always start
+// in bucket order, so every rank issues the same sequence of collectives whatever order its
+// gradients arrive in. finish() starts what is left, waits, and divides by dp: every replica gets
+// the same sum, so replicas stay bitwise identical, with or without overlap.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
@@ -22,24 +28,53 @@ class Reducer {
  public:
   /// params in registration order; bucket_mb > 0 (MiB). A tensor larger than a bucket gets a
   /// bucket of its own.
-  Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb);
+  Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
 
-  /// Zeroes all buckets (the .grad views stay valid).
+  /// Zeroes all buckets (the .grad views stay valid) and the step's counters.
   void zero_grad();
-  /// Starts one non-blocking sum-allreduce per bucket, then waits and divides by dp.
-  void allreduce();
-  /// Global L2 norm of all gradients (after allreduce, the same on every replica): per-bucket
+  /// Call before each micro-batch's backward; `last` marks the one whose gradients are
+  /// communicated (with gradient accumulation, earlier micro-batches do not communicate).
+  void begin_backward(bool last);
+  /// Starts every bucket not started yet, waits for all, and averages over dp. Returns the
+  /// seconds spent here (exposed communication).
+  double finish();
+  /// Global L2 norm of all gradients (after finish, the same on every replica): per-bucket
   /// fp32 norms combined in fp64.
   double grad_norm() const;
   /// Multiplies every gradient by factor (clipping).
   void scale(double factor);
 
   std::size_t bucket_count() const { return buckets_.size(); }
+  /// Buckets started so far in this step (0 until the last micro-batch's backward).
+  std::size_t buckets_started() const { return next_; }
+  /// Bytes this rank sent on the dp axis in this step: 2(p−1)/p · bucket bytes per bucket (ring
+  /// allreduce, Patarasuk & Yuan 2009).
+  std::uint64_t bytes_sent() const { return bytes_; }
+  /// Seconds from the first bucket's start to the end of finish() in this step (total
+  /// communication time, exposed or hidden behind backward).
+  double comm_s() const { return comm_s_; }
 
  private:
+  void mark_ready(std::size_t bucket);
+  void start(std::size_t bucket);
+
   Axis& dp_;
+  bool overlap_;
   std::vector<torch::Tensor> params_;
-  std::vector<torch::Tensor> buckets_;  // flat fp32, contiguous
+  std::vector<torch::Tensor> buckets_;            // flat fp32, contiguous
+  std::vector<std::size_t> bucket_of_;            // parameter index → bucket
+  std::vector<int> bucket_size_;                  // parameters per bucket
+  std::vector<int> pending_;                      // parameters not yet ready, per bucket
+  std::vector<Work> work_;                        // per bucket
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
+  bool communicating_ = false;
+  std::size_t next_ = 0;  // next bucket to start
+  std::uint64_t bytes_ = 0;
+  double comm_s_ = 0;
+  std::chrono::steady_clock::time_point first_start_;
 };
 
 }  // namespace gridtrain
