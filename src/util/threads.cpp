@@ -58,11 +58,16 @@ BlasInfo detect_blas() {
   std::error_code ec;
   auto path = std::filesystem::canonical(dl.dli_fname, ec);
   info.library = ec ? dl.dli_fname : path.string();
-  const bool optimized = info.library.find("openblas") != std::string::npos ||
-                         info.library.find("mkl") != std::string::npos ||
-                         info.library.find("blis") != std::string::npos ||
-                         info.library.find("atlas") != std::string::npos;
-  info.reference = !optimized && dlsym(RTLD_DEFAULT, "openblas_get_config") == nullptr;
+  bool optimized = false;
+  for (const char* name : {"openblas", "mkl", "blis", "atlas"})
+    optimized = optimized || info.library.find(name) != std::string::npos;
+  // A renamed optimized library still exports its own entry points from the same file.
+  if (void* lib = dlopen(dl.dli_fname, RTLD_NOW | RTLD_NOLOAD)) {
+    for (const char* entry : {"openblas_get_config", "mkl_get_version", "bli_info_get_version_str"})
+      optimized = optimized || dlsym(lib, entry) != nullptr;
+    dlclose(lib);
+  }
+  info.reference = !optimized;
   return info;
 }
 

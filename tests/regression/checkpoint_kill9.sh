@@ -22,6 +22,10 @@ fail() { echo "FAIL: $*"; cat "$work/run1.txt" | tail -20; exit 1; }
 [ "$(cat "$work/ckpt/latest")" = "step-00000005.h5" ] || fail "latest is '$(cat "$work/ckpt/latest")', expected step-00000005.h5"
 "$gridtrain" inspect "$work/ckpt/step-00000005.h5" > "$work/inspect.txt" || fail "inspect of the previous checkpoint failed"
 grep -q " 0 with a bad checksum" "$work/inspect.txt" || fail "inspect did not report all checksums ok"
+# Standard tools read it too.
+h5dump -H "$work/ckpt/step-00000005.h5" > /dev/null || fail "h5dump cannot read the checkpoint"
+/usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); assert f.attrs['step'] == 5; \
+assert f['model/wte.weight'].shape == (256, 32)" "$work/ckpt/step-00000005.h5" || fail "h5py cannot read the checkpoint"
 "$mpiexec" -n 2 --oversubscribe "$gridtrain" "${common[@]}" --train.steps=7 --checkpoint.resume=auto > "$work/run2.txt" 2>&1 \
   || fail "resume run failed: $(tail -5 "$work/run2.txt")"
 grep -q "Resumed from $work/ckpt/step-00000005.h5 at step 5" "$work/run2.txt" || fail "did not resume from step 5"

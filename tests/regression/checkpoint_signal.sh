@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# SIGUSR1 to one rank only: every rank checkpoints at the next step boundary and the job exits
-# with code 75; a second run resumes from that checkpoint and finishes.
+# SIGUSR1 to one rank only (twice, the second while it saves): every rank checkpoints at the next
+# step boundary and the job exits with code 75; a second run resumes from that checkpoint and
+# finishes.
 # Usage: checkpoint_signal.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC
 set -u
 gridtrain=$1 data=$2 work=$3 mpiexec=$4
@@ -14,6 +15,7 @@ for _ in $(seq 300); do grep -q "^ *5 " "$work/run1.txt" 2>/dev/null && break; s
 ranks=($(pgrep -f "^[^ ]*gridtrain .*--output.dir=$work/out"))
 [ ${#ranks[@]} -eq 2 ] || fail "expected 2 rank processes, found ${#ranks[@]}"
 kill -USR1 "${ranks[1]}"   # one rank only
+sleep 0.05; kill -USR1 "${ranks[1]}" 2>/dev/null   # a second signal while it stops and saves
 wait $job; code=$?
 [ $code -eq 75 ] || fail "exit code $code, expected 75"
 step=$(grep -oE "Stopping after step [0-9]+ on signal 10; checkpoint saved" "$work/run1.txt" | grep -oE "[0-9]+" | head -1)
