@@ -40,7 +40,7 @@ GridShape trainable_shape(const Config& c, MPI_Comm world) {
 
 Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops)
     : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), schedule_(cfg) {
-  grid_ = std::make_unique<Grid>(world, trainable_shape(cfg, world));
+  grid_ = std::make_unique<Grid>(world, trainable_shape(cfg, world), cfg.comm.timeout_s);
   accum_ = accumulation_steps(cfg, grid_->shape().dp);
 
   const std::string hint = "Prepare the KJV corpus with: bible -f \"Genesis 1:1-Revelation 22:21\" > data/kjv.txt && "

@@ -1,21 +1,63 @@
 #include "gridtrain/comm/axis.hpp"
 
+#include <sched.h>
+
+#include <chrono>
 #include <climits>
-#include <stdexcept>
+#include <cstdio>
+#include <thread>
+#include <utility>
 
 namespace gridtrain {
+namespace {
+
+int checked_count(std::size_t n, const std::string& what) {
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(what + ": " + std::to_string(n) + " elements exceed MPI's int count; use a smaller "
+                             "comm.bucket_mb");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+Work::Work(Work&& o) noexcept
+    : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), what_(std::move(o.what_)), timeout_s_(o.timeout_s_) {}
 
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
-    wait();
-    req_ = o.req_;
-    o.req_ = MPI_REQUEST_NULL;
+    if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
+    what_ = std::move(o.what_);
+    timeout_s_ = o.timeout_s_;
   }
   return *this;
 }
 
-void Work::wait() {
+Work::~Work() {
   if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+}
+
+void Work::wait() {
+  if (req_ == MPI_REQUEST_NULL) return;
+  if (timeout_s_ <= 0) {
+    MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    return;
+  }
+  // Poll, backing off from spinning to short sleeps so that a waiting rank leaves the core to
+  // others when oversubscribed.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    if (test()) return;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (waited > timeout_s_) {
+      char msg[64];
+      std::snprintf(msg, sizeof msg, "%g", timeout_s_);
+      throw CommTimeout("communication timeout: " + what_ + " did not complete within comm.timeout_s = " + msg +
+                        " s (a rank skipped or is stuck before this operation)");
+    }
+    if (polls < 1000) sched_yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 bool Work::test() {
@@ -24,7 +66,8 @@ bool Work::test() {
   return done != 0;
 }
 
-Axis::Axis(std::string name, MPI_Comm comm) : name_(std::move(name)), comm_(comm) {
+Axis::Axis(std::string name, MPI_Comm comm, double timeout_s)
+    : name_(std::move(name)), comm_(comm), timeout_s_(timeout_s) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
 }
@@ -33,13 +76,59 @@ Axis::~Axis() {
   if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-Work Axis::allreduce_sum(float* data, std::size_t n) {
-  if (n > static_cast<std::size_t>(INT_MAX))
-    throw std::runtime_error("allreduce on axis " + name_ + ": " + std::to_string(n) +
-                             " elements exceed MPI's int count; use a smaller comm.bucket_mb");
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &req);
-  return Work(req);
+std::string Axis::describe(const char* op, const std::string& label) {
+  return "axis " + name_ + ": " + op + " #" + std::to_string(++seq_) + (label.empty() ? "" : " (" + label + ")");
+}
+
+Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
+  auto what = describe("allreduce", label);
+  MPI_Request req;
+  MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label) {
+  auto what = describe("reduce-scatter", label);
+  MPI_Request req;
+  MPI_Ireduce_scatter_block(in, out, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::string& label) {
+  auto what = describe("all-gather", label);
+  MPI_Request req;
+  const int n = checked_count(bytes, what);
+  MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::broadcast(void* data, std::size_t bytes, int root, const std::string& label) {
+  auto what = describe("broadcast", label);
+  MPI_Request req;
+  MPI_Ibcast(data, checked_count(bytes, what), MPI_BYTE, root, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::all_to_all(const void* in, void* out, std::size_t bytes, const std::string& label) {
+  auto what = describe("all-to-all", label);
+  MPI_Request req;
+  const int n = checked_count(bytes, what);
+  MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
+  auto what = describe("send", label + (label.empty() ? "" : ", ") + "to " + std::to_string(peer));
+  MPI_Request req;
+  MPI_Isend(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
+  auto what = describe("recv", label + (label.empty() ? "" : ", ") + "from " + std::to_string(peer));
+  MPI_Request req;
+  MPI_Irecv(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, &req);
+  return Work(req, std::move(what), timeout_s_);
 }
 
 void Axis::allreduce_sum(double* data, int n) {

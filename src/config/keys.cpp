@@ -170,6 +170,9 @@ std::vector<Key> build_table() {
       real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true),
       bool_key("comm.overlap", GT_REF(comm.overlap),
                "start each bucket's allreduce during backward, as soon as its gradients are ready"),
+      real_key("comm.timeout_s", GT_REF(comm.timeout_s),
+               "seconds a collective may take before the run stops with an error naming it; 0 = no limit", 0.0,
+               false),
 
       text_key("checkpoint.dir", GT_REF(checkpoint.dir),
                "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),

@@ -21,7 +21,7 @@ GridShape resolve_shape(int dp, int tp, int pp, int world_size) {
   return s;
 }
 
-Grid::Grid(MPI_Comm world, GridShape shape) : shape_(shape) {
+Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape) {
   int dims[3] = {shape.pp, shape.dp, shape.tp};  // last dimension varies fastest
   int periods[3] = {0, 0, 0};
   MPI_Cart_create(world, 3, dims, periods, /*reorder=*/0, &cart_);
@@ -33,9 +33,9 @@ Grid::Grid(MPI_Comm world, GridShape shape) : shape_(shape) {
     MPI_Cart_sub(cart_, remain, &c);
     return c;
   };
-  pp_ = std::make_unique<Axis>("pp", sub(1, 0, 0));
-  dp_ = std::make_unique<Axis>("dp", sub(0, 1, 0));
-  tp_ = std::make_unique<Axis>("tp", sub(0, 0, 1));
+  pp_ = std::make_unique<Axis>("pp", sub(1, 0, 0), timeout_s);
+  dp_ = std::make_unique<Axis>("dp", sub(0, 1, 0), timeout_s);
+  tp_ = std::make_unique<Axis>("tp", sub(0, 0, 1), timeout_s);
 }
 
 Grid::~Grid() {

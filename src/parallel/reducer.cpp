@@ -91,7 +91,7 @@ void Reducer::start(std::size_t bucket) {
   auto& b = buckets_[bucket];
   const auto n = static_cast<std::size_t>(b.numel());
   bytes_ += 2 * (dp_.size() - 1) * n * sizeof(float) / dp_.size();
-  work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), n);
+  work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), n, "gradient bucket " + std::to_string(bucket));
 }
 
 double Reducer::finish() {

@@ -1,36 +1,51 @@
 // One axis of the process grid (dp, tp or pp) as a communicator with axis-named collectives.
-// CPU backend: MPI on host buffers. Non-blocking collectives return a Work handle to wait on.
+// CPU backend: MPI on host buffers. Every non-blocking operation returns a Work handle; waiting
+// on it longer than comm.timeout_s throws CommTimeout naming the axis, the operation, its
+// sequence number on the axis and the caller's label (e.g. the bucket), instead of hanging.
 #pragma once
 #include <cstddef>
+#include <stdexcept>
 #include <string>
-#include <vector>
 
 #include <mpi.h>
 
 namespace gridtrain {
 
-/// A pending collective. wait() blocks until it completes; destroying an unfinished Work waits.
+/// A collective or point-to-point operation that did not complete within comm.timeout_s.
+class CommTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A pending operation. wait() blocks until it completes (throwing CommTimeout past the axis
+/// timeout); destroying an unfinished Work waits without a timeout.
 class Work {
  public:
   Work() = default;
-  explicit Work(MPI_Request req) : req_(req) {}
-  Work(Work&& o) noexcept : req_(o.req_) { o.req_ = MPI_REQUEST_NULL; }
+  Work(MPI_Request req, std::string what, double timeout_s)
+      : req_(req), what_(std::move(what)), timeout_s_(timeout_s) {}
+  Work(Work&& o) noexcept;
   Work& operator=(Work&& o) noexcept;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
-  ~Work() { wait(); }
+  ~Work();
+  /// Throws CommTimeout after timeout_s seconds (0 = wait forever); the Work stays pending and
+  /// can be waited on again.
   void wait();
   /// Polls the request (MPI_Test), which also lets MPI progress it; true once it is complete.
   bool test();
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;
+  std::string what_;
+  double timeout_s_ = 0;
 };
 
 class Axis {
  public:
   /// Takes ownership of comm (freed on destruction unless it is MPI_COMM_SELF/WORLD).
-  Axis(std::string name, MPI_Comm comm);
+  /// timeout_s: seconds a Work may take before wait() throws (0 = no limit).
+  Axis(std::string name, MPI_Comm comm, double timeout_s = 0);
   ~Axis();
   Axis(const Axis&) = delete;
   Axis& operator=(const Axis&) = delete;
@@ -40,16 +55,33 @@ class Axis {
   int rank() const { return rank_; }
   MPI_Comm comm() const { return comm_; }
 
-  /// Sum-allreduce of n floats in place, non-blocking (MPI_Iallreduce). Throws
-  /// std::runtime_error when n exceeds MPI's int count.
-  Work allreduce_sum(float* data, std::size_t n);
+  // Non-blocking operations; label says what the data is (e.g. "bucket 3") for error messages.
+  // Counts above MPI's int range throw std::runtime_error.
+
+  /// In-place sum over the axis of n floats.
+  Work allreduce_sum(float* data, std::size_t n, const std::string& label = "");
+  /// in: size()·n floats; out: n floats = the sum over ranks of block rank() of everyone's in.
+  Work reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label = "");
+  /// in: bytes from this rank; out: size()·bytes, rank r's block at r·bytes.
+  Work all_gather(const void* in, void* out, std::size_t bytes, const std::string& label = "");
+  /// bytes from root to every rank, in place.
+  Work broadcast(void* data, std::size_t bytes, int root, const std::string& label = "");
+  /// in, out: size()·bytes; block r of in goes to rank r, block r of out comes from rank r.
+  Work all_to_all(const void* in, void* out, std::size_t bytes, const std::string& label = "");
+  Work send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
+  Work recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
+
   /// Blocking sum-allreduce of a few doubles in place (losses, norms, counters).
   void allreduce_sum(double* data, int n);
 
  private:
+  std::string describe(const char* op, const std::string& label);
+
   std::string name_;
   MPI_Comm comm_;
   int size_ = 1, rank_ = 0;
+  double timeout_s_ = 0;
+  unsigned long long seq_ = 0;  // operations issued on this axis
 };
 
 }  // namespace gridtrain

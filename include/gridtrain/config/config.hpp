@@ -56,6 +56,7 @@ struct Config {
   struct Comm {
     double bucket_mb = 25.0;  ///< gradient bucket size, MiB
     bool overlap = true;      ///< start each bucket's allreduce during backward
+    double timeout_s = 300;   ///< a communication taking longer is an error; 0 = no limit
   } comm;
   struct Checkpoint {
     std::string dir = "none";  ///< directory of step-XXXXXXXX.h5 and `latest`; none = no checkpoints

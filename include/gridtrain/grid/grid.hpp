@@ -24,7 +24,8 @@ GridShape resolve_shape(int dp, int tp, int pp, int world_size);
 class Grid {
  public:
   /// Collective over world. shape.size() must equal the size of world (see resolve_shape).
-  Grid(MPI_Comm world, GridShape shape);
+  /// timeout_s: comm.timeout_s of the axes' operations (0 = none).
+  Grid(MPI_Comm world, GridShape shape, double timeout_s = 0);
 
   Axis& dp() { return *dp_; }
   Axis& tp() { return *tp_; }
