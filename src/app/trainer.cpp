@@ -66,7 +66,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     named.push_back({p.key(), p.value()});
     params.push_back(p.value());
   }
-  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb, cfg.comm.overlap);
+  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb, cfg.comm.overlap,
+                                       cfg.comm.compression);
   optimizer_ = make_optimizer(cfg, std::move(named));
 
   log_.print(grid_->describe() + "\n");

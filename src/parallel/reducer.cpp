@@ -27,8 +27,10 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap)
-    : dp_(dp), overlap_(overlap), params_(std::move(params)), bucket_of_(params_.size()) {
+Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap,
+                 const std::string& compression)
+    : dp_(dp), overlap_(overlap && compression == "none"), params_(std::move(params)), bucket_of_(params_.size()) {
+  if (compression != "none") compressor_ = make_compressor(compression);
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
   // Group in reverse registration order: backward produces the last layers' gradients first.
   std::vector<std::vector<std::size_t>> groups;
@@ -54,6 +56,7 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, 
   }
   pending_ = bucket_size_;
   work_.resize(buckets_.size());
+  feedback_.resize(buckets_.size());
   if (overlap_ && dp_.size() > 1) {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
@@ -97,6 +100,15 @@ void Reducer::start(std::size_t bucket) {
 double Reducer::finish() {
   const auto t0 = Clock::now();
   if (dp_.size() == 1) return 0.0;
+  if (compressor_) {
+    first_start_ = t0;
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      bytes_ += compressed_allreduce_mean(dp_, *compressor_, buckets_[b].data_ptr<float>(),
+                                          static_cast<std::size_t>(buckets_[b].numel()), feedback_[b],
+                                          "gradient bucket " + std::to_string(b));
+    comm_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    return comm_s_;
+  }
   while (next_ < buckets_.size()) start(next_++);
   const double inv = 1.0 / dp_.size();
   for (std::size_t b = 0; b < buckets_.size(); ++b) {

@@ -98,3 +98,26 @@ TEST_CASE("with accumulation only the last micro-batch communicates", "[np2]") {
   }
   CHECK(reducer.bytes_sent() == Approx(static_cast<double>(expected_bytes)).epsilon(0.01));
 }
+
+TEST_CASE("compressed buckets average within the format's rounding and stay identical on all ranks", "[np2][np4]") {
+  Fixture f;
+  Axis dp("dp", f.dup);
+  for (const char* compression : {"fp16", "bf16"}) {
+    CAPTURE(compression);
+    auto params = make_params();
+    Reducer reducer(params, dp, 0.004, /*overlap=*/true, compression);
+    reducer.zero_grad();
+    reducer.begin_backward(true);
+    for (std::size_t i = 0; i < params.size(); ++i) (params[i] * grad_of(i, f.rank, 0, params[i])).sum().backward();
+    reducer.finish();
+    CHECK(reducer.bytes_sent() > 0);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const auto expected = plain_average(grad_of(i, f.rank, 0, params[i]), f.size);
+      CHECK(((params[i].grad() - expected).norm() / expected.norm()).item<double>() < 1e-2);
+      auto lo = params[i].grad().clone(), hi = params[i].grad().clone();
+      MPI_Allreduce(MPI_IN_PLACE, lo.data_ptr<float>(), static_cast<int>(lo.numel()), MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, hi.data_ptr<float>(), static_cast<int>(hi.numel()), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+      CHECK(torch::equal(lo, hi));
+    }
+  }
+}

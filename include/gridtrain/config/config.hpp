@@ -57,6 +57,7 @@ struct Config {
     double bucket_mb = 25.0;  ///< gradient bucket size, MiB
     bool overlap = true;      ///< start each bucket's allreduce during backward
     double timeout_s = 300;   ///< a communication taking longer is an error; 0 = no limit
+    std::string compression = "none";  ///< none | fp16 | bf16 (gradient exchange format)
   } comm;
   struct Checkpoint {
     std::string dir = "none";  ///< directory of step-XXXXXXXX.h5 and `latest`; none = no checkpoints

@@ -12,6 +12,9 @@
 // in bucket order, so every rank issues the same sequence of collectives whatever order its
 // gradients arrive in. finish() starts what is left, waits, and divides by dp: every replica gets
 // the same sum, so replicas stay bitwise identical, with or without overlap.
+//
+// With comm.compression = fp16 | bf16 each bucket is exchanged by the two-phase compressed
+// allreduce (comm/compressor.hpp) in finish(), without overlap for now.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -21,14 +24,16 @@
 #include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/comm/compressor.hpp"
 
 namespace gridtrain {
 
 class Reducer {
  public:
   /// params in registration order; bucket_mb > 0 (MiB). A tensor larger than a bucket gets a
-  /// bucket of its own.
-  Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap);
+  /// bucket of its own. compression: "none" or a name make_compressor() knows.
+  Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap,
+          const std::string& compression = "none");
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -51,7 +56,7 @@ class Reducer {
   /// Buckets started so far in this step (0 until the last micro-batch's backward).
   std::size_t buckets_started() const { return next_; }
   /// Bytes this rank sent on the dp axis in this step: 2(p−1)/p · bucket bytes per bucket (ring
-  /// allreduce, Patarasuk & Yuan 2009).
+  /// allreduce, Patarasuk & Yuan 2009), or what the compressed exchange sent.
   std::uint64_t bytes_sent() const { return bytes_; }
   /// Seconds from the first bucket's start to the end of finish() in this step (total
   /// communication time, exposed or hidden behind backward).
@@ -69,6 +74,8 @@ class Reducer {
   std::vector<int> bucket_size_;                  // parameters per bucket
   std::vector<int> pending_;                      // parameters not yet ready, per bucket
   std::vector<Work> work_;                        // per bucket
+  std::unique_ptr<Compressor> compressor_;        // null: plain fp32 allreduce
+  std::vector<FeedbackState> feedback_;           // per bucket, for error-feedback compressors
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
   bool communicating_ = false;
   std::size_t next_ = 0;  // next bucket to start
