@@ -1,6 +1,9 @@
 # Third-party packages. Each failure says which package provides what is missing.
 
 find_package(Torch REQUIRED)  # Debian libtorch-dev, or any LibTorch via CMAKE_PREFIX_PATH
+# Every target shares std::string/STL types with LibTorch code, so every target needs its ABI
+# flags (a pip LibTorch may use _GLIBCXX_USE_CXX11_ABI=0).
+add_compile_options(${TORCH_CXX_FLAGS})
 
 find_package(MPI REQUIRED COMPONENTS C)
 # We use the C API only; keep the deprecated MPI C++ bindings out of every translation unit.

@@ -35,7 +35,8 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   agree(world, [&] {
     if (rank == 0) std::filesystem::create_directories(cfg.output.dir);
   });
-  log.open_file(cfg.output.dir + "/log.gridtrain");
+  // A run that may resume continues the earlier run's log rather than wiping it.
+  log.open_file(cfg.output.dir + "/log.gridtrain", cfg.checkpoint.resume != "none");
   log.print(std::string("gridtrain ") + kVersion + " on " + std::to_string(size) + " MPI ranks, deck " +
             cfg.deck_name + "\n");
 
@@ -61,7 +62,9 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   }
   log.print("Effective configuration:\n" + config_text(cfg) + "\n");
   Trainer trainer(cfg, world, log, peak);
-  return trainer.run().stop_signal ? kExitStopped : 0;
+  const RunResult r = trainer.run();
+  if (r.stop_signal == 0) return 0;
+  return r.checkpointed ? kExitStopped : 128 + r.stop_signal;
 }
 
 }  // namespace gridtrain

@@ -89,7 +89,8 @@ int run(int argc, char** argv, int rank, Log& log) {
   }
   const bool have_deck = vm.count("in") > 0;
   const std::string deck_name = have_deck ? vm["in"].as<std::string>() : kDefaultDeckName;
-  const std::string deck = have_deck ? read_deck(deck_name) : kDefaultDeck;
+  std::string deck = kDefaultDeck;
+  if (have_deck) agree(MPI_COMM_WORLD, [&] { deck = read_deck(deck_name); });
   auto overrides = po::collect_unrecognized(parsed.options, po::include_positional);
   if (vm.count("restart")) overrides.push_back("--checkpoint.resume=" + vm["restart"].as<std::string>());
   const Config cfg = parse_config(deck, deck_name, overrides);

@@ -18,12 +18,12 @@ std::string fmt(const char* f, double v) {
 
 // Batch arithmetic that needs the grid: global = micro × dp × accumulation.
 int accumulation_steps(const Config& c, int dp) {
-  const int per_step = c.train.micro_batch * dp;
+  const long long per_step = static_cast<long long>(c.train.micro_batch) * dp;
   if (c.train.global_batch % per_step != 0)
     throw Error("train.global_batch = " + std::to_string(c.train.global_batch) +
                 " is not divisible by train.micro_batch * dp = " + std::to_string(c.train.micro_batch) + " * " +
                 std::to_string(dp) + "; valid: a multiple of " + std::to_string(per_step));
-  return c.train.global_batch / per_step;
+  return static_cast<int>(c.train.global_batch / per_step);
 }
 
 GridShape trainable_shape(const Config& c, MPI_Comm world) {
@@ -75,7 +75,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
              fmt("%.4g", model_->flops_per_token()) + " FLOPs/token (6N + 12LCT)\n");
   log_.print("Data: " + cfg.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
              std::to_string(data_.val.size()) + " val tokens, vocab " + std::to_string(vocab) + ", " +
-             std::to_string(sampler_->windows()) + " windows per epoch\n");
+             std::to_string(sampler_->windows()) + " windows per epoch, source sha256 " +
+             (data_.sha256.empty() ? "unknown" : data_.sha256.substr(0, 16)) + "\n");
   log_.print("Batch: global " + std::to_string(cfg.train.global_batch) + " = micro " +
              std::to_string(cfg.train.micro_batch) + " x dp " + std::to_string(grid_->shape().dp) + " x accumulation " +
              std::to_string(accum_) + " sequences of " + std::to_string(cfg.model.block_size) + " tokens; " +
@@ -136,7 +137,7 @@ double Trainer::evaluate() {
 
 RunResult Trainer::run() {
   RunResult r;
-  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl");
+  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", /*append=*/start_step_ > 0);
   const long long steps = cfg_.train.steps;
   const double tokens_per_step = static_cast<double>(cfg_.train.global_batch) * cfg_.model.block_size;
   double peak_total[1] = {peak_gflops_ * 1e9};
@@ -148,7 +149,6 @@ RunResult Trainer::run() {
   auto interval_start = loop_start;
   double interval_eval_s = 0.0;
   long long interval_steps = 0;
-  r.first_step = start_step_;
   if (start_step_ >= steps) {
     log_.print("Nothing to run: the checkpoint is at step " + std::to_string(start_step_) + " and train.steps = " +
                std::to_string(steps) + "\n");
@@ -196,13 +196,17 @@ RunResult Trainer::run() {
     }
     if (last) r.final_val_loss = val;
 
-    r.stop_signal = agree_stop_signal(grid_->comm());
-    if (checkpointer_->due(s + 1) || (r.stop_signal && checkpointer_->enabled()))
+    // A signal on the last step changes nothing: the run is complete.
+    const int sig = agree_stop_signal(grid_->comm());
+    const bool stop = sig != 0 && !last;
+    if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled()))
       checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_);
     timer_.stamp(Section::Checkpoint);
-    if (r.stop_signal) {
-      log_.print("Stopping after step " + std::to_string(s + 1) + " on signal " + std::to_string(r.stop_signal) +
-                 (checkpointer_->enabled() ? "; checkpoint saved\n" : "; no checkpoint (checkpoint.dir = none)\n"));
+    if (stop) {
+      r.stop_signal = sig;
+      r.checkpointed = checkpointer_->enabled();
+      log_.print("Stopping after step " + std::to_string(s + 1) + " on signal " + std::to_string(sig) +
+                 (r.checkpointed ? "; checkpoint saved\n" : "; no checkpoint (checkpoint.dir = none)\n"));
       break;
     }
   }

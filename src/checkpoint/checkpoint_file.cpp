@@ -10,12 +10,6 @@ namespace {
 hid_t file_type(DType t) { return t == DType::F32 ? H5T_IEEE_F32LE : H5T_STD_U8LE; }
 hid_t mem_type(DType t) { return t == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT8; }
 
-std::string shape_text(const std::vector<hsize_t>& s) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + (s.size() == 1 ? ",)" : ")");
-}
-
 // Selects slab in a copy of the dataset's file space; returns (file space, memory space).
 std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
   H5Id file_space(H5Dget_space(dataset), "H5Dget_space");
@@ -47,6 +41,12 @@ std::uint64_t allreduce_sum(std::uint64_t v, MPI_Comm comm) {
 }  // namespace
 
 std::size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 1; }
+
+std::string shape_text(const std::vector<hsize_t>& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
 
 std::size_t Slab::elements() const {
   if (empty) return 0;
@@ -190,6 +190,9 @@ void CheckpointFile::flush() {
   if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("cannot flush checkpoint");
 }
 
-void CheckpointFile::close() { file_ = H5Id(); }
+void CheckpointFile::close() {
+  const hid_t id = file_.release();
+  if (id >= 0 && H5Fclose(id) < 0) throw std::runtime_error("cannot close checkpoint file (objects still open?)");
+}
 
 }  // namespace gridtrain

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -63,10 +64,14 @@ void replace_file(const fs::path& path, const std::string& text) {
 }
 
 long long step_of(const fs::path& p) {
-  // step-XXXXXXXX.h5 → XXXXXXXX; anything else → -1
+  // step-<digits>.h5 → the number; anything else (a .tmp, a stray file) → -1
   const std::string n = p.filename().string();
-  if (n.size() != 16 || n.rfind("step-", 0) != 0 || n.substr(13) != ".h5") return -1;
-  return std::stoll(n.substr(5, 8));
+  if (n.size() < 9 || n.rfind("step-", 0) != 0 || n.substr(n.size() - 3) != ".h5") return -1;
+  long long step = -1;
+  const char* first = n.data() + 5;
+  const char* last = n.data() + n.size() - 3;
+  auto [ptr, ec] = std::from_chars(first, last, step);
+  return ec == std::errc() && ptr == last ? step : -1;
 }
 
 }  // namespace
@@ -190,13 +195,15 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(root, "deck", config_text(cfg_));
     h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
     for (const auto& t : snap.tensors) file.write(t.name, t.type, t.shape, t.slab, t.bytes.data());
-    H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "open /optim");
-    h5_write_attr(optim, "type", snap.optim_type);
-    h5_write_attr(optim, "step", snap.optim_steps);
-    H5Id data(H5Gcreate2(root, "/data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /data");
-    h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
-    h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
-    h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
+    {  // groups are closed before the file: the MPI-IO driver refuses to close a file with open objects
+      H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "open /optim");
+      h5_write_attr(optim, "type", snap.optim_type);
+      h5_write_attr(optim, "step", snap.optim_steps);
+      H5Id data(H5Gcreate2(root, "/data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /data");
+      h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
+      h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
+      h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
+    }
     if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.slow_checkpoint_s));
     file.flush();
@@ -240,9 +247,13 @@ std::optional<std::string> Checkpointer::resume_path() {
 
 ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {
   ResumePoint at;
+  const std::string where = "checkpoint '" + path + "': ";
+  // Two phases, so that no rank enters the collective open while another already gave up.
   agree(grid_.comm(), [&] {
-    const std::string where = "checkpoint '" + path + "': ";
     if (!fs::exists(path)) throw Error(where + "file not found");
+    if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(where + "not an HDF5 file (truncated or corrupt?)");
+  });
+  agree(grid_.comm(), [&] {
     try {
       auto file = CheckpointFile::open(path, grid_.comm());
       const hid_t root = file.root();
@@ -265,6 +276,11 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
       for (auto& s : opt.state()) read_into("/optim/" + s.name, s.param);
       opt.set_steps(h5_read_attr_int(optim, "step"));
       H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
+      const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
+      if (seed != cfg_.train.seed)
+        throw Error(where + "was written with train.seed = " + std::to_string(seed) + " but this run has " +
+                    std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
+                    std::to_string(seed));
       at.step = h5_read_attr_int(root, "step");
       at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
       // RNG states restore only onto the same number of ranks; a resharded run starts its own.

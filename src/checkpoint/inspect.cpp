@@ -16,7 +16,13 @@ struct Entry {
   bool checksum_ok;
 };
 
-herr_t collect(hid_t obj, const char* name, const H5O_info_t* info, void* out) {
+#if H5_VERSION_GE(1, 12, 0)
+using ObjectInfo = H5O_info2_t;
+#else
+using ObjectInfo = H5O_info_t;
+#endif
+
+herr_t collect(hid_t, const char* name, const ObjectInfo* info, void* out) {
   if (info->type != H5O_TYPE_DATASET) return 0;
   static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
   return 0;
@@ -38,7 +44,11 @@ int inspect_checkpoint(const std::string& path, Log& log) {
              std::to_string(h5_read_attr_int(root, "tokens_seen")) + ", grid (dp,tp,pp) = " +
              h5_read_attr_string(root, "grid") + "\n\nDeck:\n" + h5_read_attr_string(root, "deck") + "\n";
     std::vector<std::string> names;
+#if H5_VERSION_GE(1, 12, 0)
+    H5Ovisit3(root, H5_INDEX_NAME, H5_ITER_NATIVE, collect, &names, H5O_INFO_BASIC);
+#else
     H5Ovisit(root, H5_INDEX_NAME, H5_ITER_NATIVE, collect, &names);
+#endif
     for (const auto& name : names) {
       const auto shape = file.shape_of(name);
       H5Id ds(H5Dopen2(root, name.c_str(), H5P_DEFAULT), "open " + name);
@@ -64,10 +74,7 @@ int inspect_checkpoint(const std::string& path, Log& log) {
   log.print(line);
   int bad = 0;
   for (const auto& e : entries) {
-    std::string shape = "(";
-    for (std::size_t i = 0; i < e.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(e.shape[i]);
-    shape += ")";
-    std::snprintf(line, sizeof line, "%-44s %-20s %-8s %s\n", e.name.c_str(), shape.c_str(), e.dtype.c_str(),
+    std::snprintf(line, sizeof line, "%-44s %-20s %-8s %s\n", e.name.c_str(), shape_text(e.shape).c_str(), e.dtype.c_str(),
                   e.checksum_ok ? "ok" : "BAD");
     log.print(line);
     bad += e.checksum_ok ? 0 : 1;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <climits>
+#include <exception>
 #include <cstdio>
 #include <thread>
 #include <utility>
@@ -34,7 +35,9 @@ Work& Work::operator=(Work&& o) noexcept {
 }
 
 Work::~Work() {
-  if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  // While an exception (a CommTimeout, say) unwinds, the operation may never complete: leave it,
+  // the job is about to be aborted.
+  if (req_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0) MPI_Wait(&req_, MPI_STATUS_IGNORE);
 }
 
 void Work::wait() {
@@ -80,55 +83,58 @@ std::string Axis::describe(const char* op, const std::string& label) {
   return "axis " + name_ + ": " + op + " #" + std::to_string(++seq_) + (label.empty() ? "" : " (" + label + ")");
 }
 
-Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
-  auto what = describe("allreduce", label);
-  MPI_Request req;
-  MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, &req);
+template <class Start>
+Work Axis::issue(const char* op, const std::string& label, Start&& start) {
+  auto what = describe(op, label);
+  MPI_Request req = MPI_REQUEST_NULL;
+  start(what, &req);
   return Work(req, std::move(what), timeout_s_);
+}
+
+Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
+  return issue("allreduce", label, [&](const std::string& what, MPI_Request* req) {
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
+  });
 }
 
 Work Axis::reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label) {
-  auto what = describe("reduce-scatter", label);
-  MPI_Request req;
-  MPI_Ireduce_scatter_block(in, out, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return issue("reduce-scatter", label, [&](const std::string& what, MPI_Request* req) {
+    MPI_Ireduce_scatter_block(in, out, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
+  });
 }
 
 Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::string& label) {
-  auto what = describe("all-gather", label);
-  MPI_Request req;
-  const int n = checked_count(bytes, what);
-  MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return issue("all-gather", label, [&](const std::string& what, MPI_Request* req) {
+    const int n = checked_count(bytes, what);
+    MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
+  });
 }
 
 Work Axis::broadcast(void* data, std::size_t bytes, int root, const std::string& label) {
-  auto what = describe("broadcast", label);
-  MPI_Request req;
-  MPI_Ibcast(data, checked_count(bytes, what), MPI_BYTE, root, comm_, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return issue("broadcast", label, [&](const std::string& what, MPI_Request* req) {
+    MPI_Ibcast(data, checked_count(bytes, what), MPI_BYTE, root, comm_, req);
+  });
 }
 
 Work Axis::all_to_all(const void* in, void* out, std::size_t bytes, const std::string& label) {
-  auto what = describe("all-to-all", label);
-  MPI_Request req;
-  const int n = checked_count(bytes, what);
-  MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return issue("all-to-all", label, [&](const std::string& what, MPI_Request* req) {
+    const int n = checked_count(bytes, what);
+    MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
+  });
 }
 
 Work Axis::send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
-  auto what = describe("send", label + (label.empty() ? "" : ", ") + "to " + std::to_string(peer));
-  MPI_Request req;
-  MPI_Isend(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return issue("send", label + (label.empty() ? "" : ", ") + "to " + std::to_string(peer),
+               [&](const std::string& what, MPI_Request* req) {
+                 MPI_Isend(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, req);
+               });
 }
 
 Work Axis::recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
-  auto what = describe("recv", label + (label.empty() ? "" : ", ") + "from " + std::to_string(peer));
-  MPI_Request req;
-  MPI_Irecv(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return issue("recv", label + (label.empty() ? "" : ", ") + "from " + std::to_string(peer),
+               [&](const std::string& what, MPI_Request* req) {
+                 MPI_Irecv(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, req);
+               });
 }
 
 void Axis::allreduce_sum(double* data, int n) {

@@ -159,23 +159,26 @@ std::vector<Key> build_table() {
                    "global batch optim.lr was tuned for (needed by scale_lr = linear)", 0),
 
       int_key<int>("train.steps", GT_REF(train.steps), "optimizer steps to run", 1),
-      int_key<int>("train.micro_batch", GT_REF(train.micro_batch), "sequences per forward/backward on one rank", 1),
+      int_key<int>("train.micro_batch", GT_REF(train.micro_batch), "sequences per forward/backward on one rank", 1,
+                   1 << 20),
       int_key<int>("train.global_batch", GT_REF(train.global_batch),
-                   "sequences per optimizer step over all dp ranks (= micro_batch * dp * accumulation)", 1),
+                   "sequences per optimizer step over all dp ranks (= micro_batch * dp * accumulation)", 1, 1 << 24),
       int_key<int>("train.eval_interval", GT_REF(train.eval_interval),
                    "steps between validation passes; 0 = only after the last step", 0),
-      int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation windows per pass (fixed subset)", 1),
+      int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation windows per pass (fixed subset)", 1,
+                   1 << 20),
       int_key<uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
 
-      real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true),
+      real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true,
+               4096.0),
       bool_key("comm.overlap", GT_REF(comm.overlap),
                "start each bucket's allreduce during backward, as soon as its gradients are ready"),
       text_key("comm.compression", GT_REF(comm.compression),
                "gradient exchange format over dp: fp32 allreduce, or a two-phase allreduce of fp16/bf16 casts",
                {"none", "fp16", "bf16"}),
       real_key("comm.timeout_s", GT_REF(comm.timeout_s),
-               "seconds a collective may take before the run stops with an error naming it; 0 = no limit", 0.0,
-               false),
+               "seconds a gradient-bucket (or other non-blocking) operation may take before the run stops with an "
+               "error naming it; 0 = no limit", 0.0, false, 86400.0),
 
       text_key("checkpoint.dir", GT_REF(checkpoint.dir),
                "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),
@@ -194,7 +197,7 @@ std::vector<Key> build_table() {
                "per-rank peak GFLOP/s for MFU; 0 = measure with an sgemm probe at start", 0.0, false),
 
       real_key("debug.slow_checkpoint_s", GT_REF(debug.slow_checkpoint_s),
-               "fault injection: seconds to sleep before a checkpoint file is closed (crash tests)", 0.0, false),
+               "fault injection: seconds to sleep before a checkpoint file is closed (crash tests)", 0.0, false, 3600.0),
   };
 }
 

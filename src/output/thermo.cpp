@@ -7,9 +7,9 @@
 
 namespace gridtrain {
 
-Thermo::Thermo(Log& log, const std::string& metrics_path) : log_(log) {
+Thermo::Thermo(Log& log, const std::string& metrics_path, bool append) : log_(log) {
   if (!log_.active()) return;
-  jsonl_.open(metrics_path, std::ios::trunc);
+  jsonl_.open(metrics_path, append ? std::ios::app : std::ios::trunc);
   if (!jsonl_) throw std::runtime_error("cannot open '" + metrics_path + "' for writing");
 }
 

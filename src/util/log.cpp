@@ -5,9 +5,9 @@
 
 namespace gridtrain {
 
-void Log::open_file(const std::string& path) {
+void Log::open_file(const std::string& path, bool append) {
   if (!active_) return;
-  file_.open(path, std::ios::trunc);
+  file_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!file_) throw std::runtime_error("cannot open log file '" + path + "' for writing");
 }
 

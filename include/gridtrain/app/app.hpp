@@ -13,7 +13,8 @@ namespace gridtrain {
 int cli_main(int argc, char** argv);
 
 /// Sets threads, checks the BLAS, measures the peak, echoes the config and trains. Collective.
-/// Returns 0, or kExitStopped when a signal stopped the run (after a checkpoint).
+/// Returns 0; kExitStopped when a signal stopped the run early and a checkpoint was saved;
+/// 128 + signal when it stopped early without one (checkpoint.dir = none).
 int run_training(const Config& cfg, MPI_Comm world, Log& log);
 
 /// Best-of-reps GFLOP/s of an n×n×n fp32 matmul through LibTorch with the current threads.

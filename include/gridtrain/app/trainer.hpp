@@ -24,8 +24,8 @@
 namespace gridtrain {
 
 struct RunResult {
-  long long first_step = 0;        ///< steps already done before this run (resumed from a checkpoint)
-  int stop_signal = 0;             ///< the signal that stopped the run early (a checkpoint was saved), or 0
+  int stop_signal = 0;             ///< the signal that stopped the run before its last step, or 0
+  bool checkpointed = false;       ///< whether a checkpoint was saved when it stopped
   std::vector<double> losses;      ///< global mean training loss per step run, nats/token
   std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
   std::optional<double> final_val_loss;

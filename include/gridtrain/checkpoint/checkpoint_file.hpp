@@ -22,6 +22,9 @@ enum class DType { F32, U8 };
 /// Element size of t, bytes.
 std::size_t dtype_size(DType t);
 
+/// "(256, 16)", "(16,)": a shape as Python prints it.
+std::string shape_text(const std::vector<hsize_t>& shape);
+
 /// A hyperslab of a dataset: offset and count per dimension. none() selects nothing.
 struct Slab {
   std::vector<hsize_t> offset, count;

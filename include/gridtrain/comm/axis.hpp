@@ -18,7 +18,8 @@ class CommTimeout : public std::runtime_error {
 };
 
 /// A pending operation. wait() blocks until it completes (throwing CommTimeout past the axis
-/// timeout); destroying an unfinished Work waits without a timeout.
+/// timeout); destroying an unfinished Work waits without a timeout, except while an exception
+/// unwinds (then the request is abandoned: the job is going down).
 class Work {
  public:
   Work() = default;
@@ -76,6 +77,9 @@ class Axis {
 
  private:
   std::string describe(const char* op, const std::string& label);
+  /// Numbers the operation, lets start(what, &request) post it, and wraps the request.
+  template <class Start>
+  Work issue(const char* op, const std::string& label, Start&& start);
 
   std::string name_;
   MPI_Comm comm_;

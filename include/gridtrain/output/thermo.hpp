@@ -24,9 +24,9 @@ struct ThermoRow {
 
 class Thermo {
  public:
-  /// metrics_path: metrics.jsonl (opened only when log is active, i.e. on rank 0).
-  /// Throws std::runtime_error naming the file if it cannot be opened.
-  Thermo(Log& log, const std::string& metrics_path);
+  /// metrics_path: metrics.jsonl (opened only when log is active, i.e. on rank 0), appended to
+  /// when append (a resumed run). Throws std::runtime_error naming the file if it cannot be opened.
+  Thermo(Log& log, const std::string& metrics_path, bool append);
   void write(const ThermoRow& row);
 
  private:

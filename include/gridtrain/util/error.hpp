@@ -23,8 +23,8 @@ class Error : public std::runtime_error {
 };
 
 /// Runs fn on every rank of comm. If it throws on any rank, every rank throws gridtrain::Error
-/// carrying the message of the lowest failing rank (prefixed with that rank when it is not the
-/// only outcome every rank would see). Collective over comm; never hangs when only some fail.
+/// carrying the message of the lowest failing rank. Collective over comm; never hangs when only
+/// some fail — provided fn itself makes no collective calls on comm that a failing rank skips.
 void agree(MPI_Comm comm, const std::function<void()>& fn);
 
 /// Exit code of a run that stopped on a reported (collective) error.

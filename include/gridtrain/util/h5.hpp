@@ -22,6 +22,8 @@ class H5Id {
   H5Id& operator=(const H5Id&) = delete;
   ~H5Id();
   hid_t get() const { return id_; }
+  /// Gives up ownership (the caller closes the id).
+  hid_t release() { return std::exchange(id_, H5I_INVALID_HID); }
   operator hid_t() const { return id_; }
 
  private:

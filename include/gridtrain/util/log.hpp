@@ -9,8 +9,9 @@ class Log {
  public:
   /// active: whether this rank prints (rank 0 of the world).
   explicit Log(bool active = true) : active_(active) {}
-  /// Starts teeing into path (truncates). Throws std::runtime_error naming path if it cannot open.
-  void open_file(const std::string& path);
+  /// Starts teeing into path (truncated, or appended to when append). Throws std::runtime_error
+  /// naming path if it cannot open.
+  void open_file(const std::string& path, bool append = false);
   /// Prints text as is (add the newline yourself) on screen and into the log file.
   void print(const std::string& text);
   /// Prints a warning box that is hard to miss.
