@@ -68,7 +68,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   }
   reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb, cfg.comm.overlap,
                                        cfg.comm.compression);
-  optimizer_ = make_optimizer(cfg, std::move(named));
+  optimizer_ = make_optimizer(cfg, std::move(named), grid_->dp());
 
   log_.print(grid_->describe() + "\n");
   log_.print("Model: " + cfg.model.type + ", " + std::to_string(count_parameters(*model_)) + " parameters, " +
@@ -110,7 +110,8 @@ double Trainer::forward_backward() {
     timer_.stamp(Section::Data);
     auto loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1));
     if (accum_ > 1) loss = loss / accum_;
-    reducer_->begin_backward(/*last=*/m + 1 == accum_);
+    // An optimizer that exchanges its own state (1-bit Adam after its freeze) keeps gradients local.
+    reducer_->begin_backward(/*last=*/m + 1 == accum_ && !optimizer_->owns_communication());
     loss.backward();
     loss_sum += loss.item<double>();
     timer_.stamp(Section::Compute);
@@ -158,15 +159,23 @@ RunResult Trainer::run() {
   for (long long s = start_step_; s < steps; ++s) {
     reducer_->zero_grad();
     timer_.stamp(Section::Other);
-    double loss[1] = {forward_backward()};
-    exposed_comm_s_ += reducer_->finish();
-    total_comm_s_ += reducer_->comm_s();
-    grid_->dp().allreduce_sum(loss, 1);
-    loss[0] /= grid_->dp().size();
+    const bool local_grads = optimizer_->owns_communication();
+    double sums[2] = {forward_backward(), 0.0};  // loss, and the local squared norm when grads stay local
+    if (!local_grads) {
+      exposed_comm_s_ += reducer_->finish();
+      total_comm_s_ += reducer_->comm_s();
+    }
+    const double local_norm = reducer_->grad_norm();
+    sums[1] = local_norm * local_norm;
+    grid_->dp().allreduce_sum(sums, 2);
+    const double loss[1] = {sums[0] / grid_->dp().size()};
     timer_.stamp(Section::Comm);
 
-    const double norm = reducer_->grad_norm();
-    if (cfg_.optim.clip_grad > 0 && norm > cfg_.optim.clip_grad) reducer_->scale(cfg_.optim.clip_grad / (norm + 1e-6));
+    // Reported: the norm of the averaged gradient, or with local gradients the RMS of the ranks'
+    // norms. Clipping uses what this rank holds.
+    const double norm = local_grads ? std::sqrt(sums[1] / grid_->dp().size()) : local_norm;
+    if (cfg_.optim.clip_grad > 0 && local_norm > cfg_.optim.clip_grad)
+      reducer_->scale(cfg_.optim.clip_grad / (local_norm + 1e-6));
     const double lr = schedule_(s);
     optimizer_->step(lr);
     sample_index_ += static_cast<std::uint64_t>(cfg_.train.global_batch);

@@ -137,16 +137,21 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   };
   for (const auto& p : model.named_parameters(true)) add("/model/" + p.key(), p.value());
   for (const auto& s : opt.state()) add("/optim/" + s.name, s.param);
-  // Per-rank RNG state: row `rank` of /rng/cpu (world, bytes), written by every rank.
+  // Per-rank state: row `rank` of a (world, length) dataset, written by every rank.
+  const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
+  auto add_row = [&](const std::string& name, DType type, const void* data, hsize_t length) {
+    Snapshot::Tensor& rec = slot();
+    rec.name = name;
+    rec.type = type;
+    rec.shape = {world, length};
+    rec.slab = Slab{{me, 0}, {1, length}};
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    rec.bytes.assign(bytes, bytes + length * dtype_size(type));
+  };
+  for (auto& [name, values] : opt.rank_state())
+    add_row("/comm/error_feedback/" + name, DType::F32, values->data(), values->size());
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
-  const auto nbytes = static_cast<hsize_t>(rng.numel());
-  const auto* rp = rng.data_ptr<std::uint8_t>();
-  Snapshot::Tensor& rec = slot();
-  rec.name = "/rng/cpu";
-  rec.type = DType::U8;
-  rec.shape = {static_cast<hsize_t>(grid_.shape().size()), nbytes};
-  rec.slab = Slab{{static_cast<hsize_t>(grid_.rank()), 0}, {1, nbytes}};
-  rec.bytes.assign(rp, rp + nbytes);
+  add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
   snap->tensors.resize(count);
 
   ++saves_;
@@ -247,6 +252,7 @@ std::optional<std::string> Checkpointer::resume_path() {
 
 ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {
   ResumePoint at;
+  bool reset_feedback = false;
   const std::string where = "checkpoint '" + path + "': ";
   // Two phases, so that no rank enters the collective open while another already gave up.
   agree(grid_.comm(), [&] {
@@ -283,15 +289,25 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
                     std::to_string(seed));
       at.step = h5_read_attr_int(root, "step");
       at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
-      // RNG states restore only onto the same number of ranks; a resharded run starts its own.
-      const auto rng_shape = file.shape_of("/rng/cpu");
+      // Per-rank state restores only onto the same number of ranks; a resharded run starts
+      // its RNG afresh and its error-feedback residuals at zero.
+      const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
+      auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
+        const std::vector<hsize_t> shape{world, length};
+        if (!file.exists(name) || file.shape_of(name) != shape) return false;
+        file.read(name, dtype, shape, Slab{{me, 0}, {1, length}}, out);
+        return true;
+      };
       auto rng = at::detail::getDefaultCPUGenerator().get_state();
-      const std::vector<hsize_t> mine{static_cast<hsize_t>(grid_.shape().size()), static_cast<hsize_t>(rng.numel())};
-      if (rng_shape == mine) {
-        file.read("/rng/cpu", DType::U8, mine, Slab{{static_cast<hsize_t>(grid_.rank()), 0}, {1, mine[1]}},
-                  rng.data_ptr<std::uint8_t>());
+      if (read_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()))) {
         at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
         gen.set_state(rng);
+      }
+      for (auto& [name, values] : opt.rank_state()) {
+        if (!read_row("/comm/error_feedback/" + name, DType::F32, values->data(), values->size())) {
+          std::fill(values->begin(), values->end(), 0.0f);
+          reset_feedback = true;
+        }
       }
     } catch (const Error&) {
       throw;
@@ -300,7 +316,8 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
     }
   });
   log_.print("Resumed from " + path + " at step " + std::to_string(at.step) + " (global sample index " +
-             std::to_string(at.sample_index) + ")\n");
+             std::to_string(at.sample_index) + ")" +
+             (reset_feedback ? "; error-feedback residuals start at zero (written on another grid)" : "") + "\n");
   return at;
 }
 

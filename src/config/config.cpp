@@ -86,6 +86,9 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
                      std::to_string(c.optim.lr) + "; valid: min_lr <= lr");
   if (c.optim.scale_lr == "linear" && c.optim.reference_batch == 0)
     errors.push_back("optim.scale_lr = linear needs optim.reference_batch > 0 (the batch optim.lr was tuned for)");
+  if (c.optim.type == "onebit_adam" && c.comm.compression != "none")
+    errors.push_back("optim.type = onebit_adam compresses its own momentum exchange; comm.compression = " +
+                     c.comm.compression + " would compress the warm-up gradients too; set comm.compression = none");
   if (c.checkpoint.resume == "auto" && c.checkpoint.dir == "none")
     errors.push_back("checkpoint.resume = auto needs checkpoint.dir (it is 'none'); set checkpoint.dir");
   if (c.optim.decay_steps != 0 && c.optim.decay_steps <= c.optim.warmup_steps)

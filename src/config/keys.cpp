@@ -136,7 +136,7 @@ std::vector<Key> build_table() {
 
       text_key("data.path", GT_REF(data.path), "token file written by `gridtrain prepare` (HDF5)"),
 
-      text_key("optim.type", GT_REF(optim.type), "optimizer", {"adamw", "sgd"}),
+      text_key("optim.type", GT_REF(optim.type), "optimizer", {"adamw", "sgd", "onebit_adam"}),
       real_key("optim.lr", GT_REF(optim.lr), "peak learning rate (before optim.scale_lr)", 0.0, true),
       real_key("optim.min_lr", GT_REF(optim.min_lr), "learning rate at the end of the decay", 0.0, false),
       int_key<int>("optim.warmup_steps", GT_REF(optim.warmup_steps),
@@ -151,6 +151,9 @@ std::vector<Key> build_table() {
       real_key("optim.beta2", GT_REF(optim.beta2), "Adam second-moment decay", 0.0, false, 0.9999),
       real_key("optim.eps", GT_REF(optim.eps), "Adam denominator epsilon", 0.0, true),
       real_key("optim.momentum", GT_REF(optim.momentum), "SGD momentum (optim.type = sgd)", 0.0, false, 1.0),
+      int_key<int>("optim.freeze_step", GT_REF(optim.freeze_step),
+                   "onebit_adam: AdamW steps on full-precision gradients before the variance freezes and "
+                   "momentum is exchanged 1-bit compressed", 0),
       real_key("optim.clip_grad", GT_REF(optim.clip_grad), "max global gradient L2 norm; 0 = no clipping", 0.0, false),
       text_key("optim.scale_lr", GT_REF(optim.scale_lr),
                "linear scaling rule: lr *= global_batch / reference_batch (Goyal et al. 2017)",

@@ -41,6 +41,7 @@ struct Config {
     double beta2 = 0.95;
     double eps = 1e-8;
     double momentum = 0.9;  ///< sgd only
+    int freeze_step = 100;  ///< onebit_adam: full-precision Adam steps before compression starts
     double clip_grad = 1.0;  ///< max global L2 norm; 0 = off
     std::string scale_lr = "none";  ///< none | linear (lr × global_batch / reference_batch)
     int reference_batch = 0;        ///< batch that optim.lr was tuned for (linear rule)

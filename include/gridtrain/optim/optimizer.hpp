@@ -8,9 +8,12 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/comm/compressor.hpp"
+
 namespace gridtrain {
 
 struct Config;
+class Axis;
 
 struct NamedParameter {
   std::string name;
@@ -30,13 +33,20 @@ class Optimizer {
   /// Updates applied so far (Adam's t, for bias correction).
   long long steps() const { return steps_; }
   void set_steps(long long t) { steps_ = t; }
+  /// True when the next step() exchanges optimizer state over dp itself, so that gradients must
+  /// stay local (not be allreduced) for that step.
+  virtual bool owns_communication() const { return false; }
+  /// State that differs between ranks (error-feedback residuals), by name. Checkpoints store it
+  /// per rank and restore it onto the same number of ranks.
+  virtual std::vector<std::pair<std::string, std::vector<float>*>> rank_state() { return {}; }
 
  protected:
   long long steps_ = 0;
 };
 
-/// Builds c.optim.type over params. Throws gridtrain::Error for an unknown type.
-std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params);
+/// Builds c.optim.type over params; dp is the axis optimizers that communicate use. Throws
+/// gridtrain::Error for an unknown type.
+std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params, Axis& dp);
 
 /// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization"), the same update as
 /// torch.optim.AdamW: p ← p·(1 − lr·wd); m ← β1 m + (1 − β1) g; v ← β2 v + (1 − β2) g²;
@@ -75,6 +85,38 @@ class Sgd : public Optimizer {
   };
   std::vector<Slot> slots_;
   double momentum_, wd_;
+};
+
+/// 1-bit Adam (Tang et al. 2021, "1-bit Adam: Communication Efficient Large-Scale Training with
+/// Adam's Convergence Speed"). For the first freeze_step steps it is AdamW on allreduced
+/// gradients. Then the second moment v is frozen (with its bias correction), gradients stay
+/// local, and each step updates the local momentum m ← β1 m + (1 − β1) g and replaces it by its
+/// mean over dp, exchanged 1-bit compressed with worker and server error feedback
+/// (compressed_allreduce_mean); p ← p·(1 − lr·wd) − lr/(1 − β1^t) · m / (sqrt(v/(1 − β2^T)) + ε).
+/// All momenta live in one flat buffer, so a step makes one compressed exchange.
+class OnebitAdam : public Optimizer {
+ public:
+  OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta1, double beta2, double eps,
+             double weight_decay, long long freeze_step);
+  void step(double lr) override;
+  std::string type() const override { return "onebit_adam"; }
+  std::vector<NamedParameter> state() override;
+  bool owns_communication() const override { return steps_ >= freeze_; }
+  std::vector<std::pair<std::string, std::vector<float>*>> rank_state() override;
+
+ private:
+  struct Slot {
+    NamedParameter p;
+    torch::Tensor exp_avg, exp_avg_sq;  // exp_avg: a view into flat_exp_avg_
+    bool decay;
+  };
+  Axis& dp_;
+  std::vector<Slot> slots_;
+  torch::Tensor flat_exp_avg_;  // (N,) all momenta
+  std::unique_ptr<Compressor> onebit_;
+  FeedbackState feedback_;
+  double beta1_, beta2_, eps_, wd_;
+  long long freeze_;
 };
 
 }  // namespace gridtrain
