@@ -197,7 +197,8 @@ RunResult Trainer::run() {
           std::chrono::duration<double>(Clock::now() - interval_start).count() - interval_eval_s;
       const double tps = tokens_per_step * interval_steps / train_s;
       thermo.write({s + 1, loss[0], val, lr, norm, tps, 1e3 * train_s / interval_steps,
-                    flops_per_step * interval_steps / train_s / peak_total[0], reducer_->bytes_sent()});
+                    flops_per_step * interval_steps / train_s / peak_total[0],
+                    reducer_->bytes_sent() + optimizer_->bytes_sent()});
       interval_start = Clock::now();
       interval_eval_s = 0.0;
       interval_steps = 0;

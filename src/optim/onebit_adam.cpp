@@ -38,9 +38,10 @@ void OnebitAdam::step(double lr) {
     s.exp_avg.lerp_(s.p.param.grad(), 1.0 - beta1_);  // with compression: the local momentum
     if (!compressed) s.exp_avg_sq.mul_(beta2_).addcmul_(s.p.param.grad(), s.p.param.grad(), 1.0 - beta2_);
   }
-  if (compressed)
-    compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_.data_ptr<float>(),
-                              static_cast<std::size_t>(flat_exp_avg_.numel()), feedback_, "1-bit Adam momentum");
+  bytes_ = compressed ? compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_.data_ptr<float>(),
+                                                 static_cast<std::size_t>(flat_exp_avg_.numel()), feedback_,
+                                                 "1-bit Adam momentum")
+                     : 0;
   for (auto& s : slots_) {
     auto& p = s.p.param;
     if (s.decay && wd_ != 0.0) p.mul_(1.0 - lr * wd_);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 1-bit Adam on the KJV deck's model (2 ranks) reaches a validation loss within 2 % of AdamW's
-# after the same steps, and sends >= 25x fewer bytes per step after its freeze.
+# after the same steps, and sends >= 25x fewer bytes per step after its freeze (metrics comm_bytes).
 # Usage: onebit_convergence.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC PYTHON
 set -eu
 gridtrain=$1 data=$2 work=$3 mpiexec=$4 python=$5
@@ -22,6 +22,7 @@ assert vb <= va * 1.02, "onebit_adam is more than 2 % worse than adamw"
 # After the freeze (step 80) gradients are not allreduced; the momentum exchange is 1-bit.
 late_a = [r["comm_bytes"] for r in a if r["step"] > 80]
 late_b = [r["comm_bytes"] for r in b if r["step"] > 80]
-assert all(x == 0 for x in late_b), f"gradients were still allreduced after the freeze: {late_b[:3]}"
-print(f"gradient bytes/step after the freeze: adamw {late_a[0]}, onebit_adam {late_b[0]}")
+print(f"bytes sent per step and rank after the freeze: adamw {late_a[0]}, onebit_adam {late_b[0]} "
+      f"({late_a[0] / late_b[0]:.1f}x fewer)")
+assert all(x > 0 and late_a[0] / x >= 25 for x in late_b), "1-bit Adam must send >= 25x fewer bytes than fp32"
 PY

@@ -39,6 +39,8 @@ class Optimizer {
   /// State that differs between ranks (error-feedback residuals), by name. Checkpoints store it
   /// per rank and restore it onto the same number of ranks.
   virtual std::vector<std::pair<std::string, std::vector<float>*>> rank_state() { return {}; }
+  /// Bytes this rank sent on dp during the last step() (0 for optimizers that do not communicate).
+  virtual std::uint64_t bytes_sent() const { return 0; }
 
  protected:
   long long steps_ = 0;
@@ -103,6 +105,7 @@ class OnebitAdam : public Optimizer {
   std::vector<NamedParameter> state() override;
   bool owns_communication() const override { return steps_ >= freeze_; }
   std::vector<std::pair<std::string, std::vector<float>*>> rank_state() override;
+  std::uint64_t bytes_sent() const override { return bytes_; }
 
  private:
   struct Slot {
@@ -117,6 +120,7 @@ class OnebitAdam : public Optimizer {
   FeedbackState feedback_;
   double beta1_, beta2_, eps_, wd_;
   long long freeze_;
+  std::uint64_t bytes_ = 0;
 };
 
 }  // namespace gridtrain

@@ -19,7 +19,8 @@ struct ThermoRow {
   double tokens_per_s;             ///< global tokens per second over the interval
   double step_ms;                  ///< wall ms per step over the interval (evaluation excluded)
   double mfu;                      ///< model FLOPs utilization, fraction of peak
-  std::uint64_t comm_bytes;        ///< bytes this rank sent on the dp axis in this step
+  std::uint64_t comm_bytes;        ///< bytes this rank sent on the dp axis in this step (gradients
+                                   ///< and, for 1-bit Adam, its compressed momentum exchange)
 };
 
 class Thermo {
