@@ -22,6 +22,7 @@
 #include <mpi.h>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/util/process_setup.hpp"
 #include "gridtrain/data/sampler.hpp"
 
 using namespace gridtrain;
@@ -69,6 +70,7 @@ double raw_read(const std::string& path, std::vector<float>& buf, std::size_t to
 }  // namespace
 
 int main(int argc, char** argv) {
+  prepare_process();
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,8 +1,5 @@
 // Command line of the gridtrain program and the two kinds of error exits (see util/error.hpp).
-#include <malloc.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +10,7 @@
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/default_deck.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/process_setup.hpp"
 #include "gridtrain/version.hpp"
 
 namespace po = boost::program_options;
@@ -100,14 +98,7 @@ int run(int argc, char** argv, int rank, Log& log) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
-  // Keep LibTorch's large activation buffers on the heap instead of fresh mmap()s each step: with
-  // Open MPI loaded, glibc's adaptive mmap threshold stays low, every (B, H, T, T) buffer is
-  // mapped and page-faulted anew, and a step spends ~15 % in the kernel (bench/compare_pytorch.sh,
-  // docs/performance.md). The environment's MALLOC_MMAP_THRESHOLD_ still wins.
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) {
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
+  prepare_process();
   int provided = 0;
   // MULTIPLE: the asynchronous checkpoint writer runs collectives on its own thread.
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -4,7 +4,10 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include "gridtrain/util/process_setup.hpp"
+
 int main(int argc, char** argv) {
+  gridtrain::prepare_process();
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // as gridtrain (async checkpoints)
   int rank = 0;
