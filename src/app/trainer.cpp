@@ -174,10 +174,12 @@ RunResult Trainer::run() {
     // Reported: the norm of the averaged gradient, or with local gradients the RMS of the ranks'
     // norms. Clipping uses what this rank holds.
     const double norm = local_grads ? std::sqrt(sums[1] / grid_->dp().size()) : local_norm;
+    const std::uint64_t step_bytes = reducer_->bytes_sent();
     if (cfg_.optim.clip_grad > 0 && local_norm > cfg_.optim.clip_grad)
       reducer_->scale(cfg_.optim.clip_grad / (local_norm + 1e-6));
     const double lr = schedule_(s);
     optimizer_->step(lr);
+    dp_bytes_ += step_bytes + optimizer_->bytes_sent();
     sample_index_ += static_cast<std::uint64_t>(cfg_.train.global_batch);
     r.losses.push_back(loss[0]);
     r.grad_norms.push_back(norm);
@@ -198,7 +200,7 @@ RunResult Trainer::run() {
       const double tps = tokens_per_step * interval_steps / train_s;
       thermo.write({s + 1, loss[0], val, lr, norm, tps, 1e3 * train_s / interval_steps,
                     flops_per_step * interval_steps / train_s / peak_total[0],
-                    reducer_->bytes_sent() + optimizer_->bytes_sent()});
+                    step_bytes + optimizer_->bytes_sent()});
       interval_start = Clock::now();
       interval_eval_s = 0.0;
       interval_steps = 0;
@@ -247,7 +249,8 @@ void Trainer::print_summary(const RunResult& r) {
     log_.print("\nGradient allreduce (dp, avg over ranks): " + fmt("%.3f", comm[0] / grid_->dp().size()) +
                " s in flight, " + fmt("%.3f", comm[1] / grid_->dp().size()) + " s exposed (comm.overlap = " +
                (cfg_.comm.overlap ? "true" : "false") + ", " + std::to_string(reducer_->bucket_count()) +
-               " buckets)\n");
+               " buckets)\nBytes sent per step and rank: dp " + fmt("%.0f", static_cast<double>(dp_bytes_) / steps) +
+               ", tp 0, pp 0\n");
   if (checkpointer_->saves() > 0)
     log_.print("\nCheckpoints: " + std::to_string(checkpointer_->saves()) + " written to " + cfg_.checkpoint.dir +
                ", step-loop stall " + fmt("%.3f", checkpointer_->stall_s()) + " s, write " +

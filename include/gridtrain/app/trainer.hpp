@@ -78,6 +78,7 @@ class Trainer {
   long long start_step_ = 0;
   std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
   double total_comm_s_ = 0, exposed_comm_s_ = 0;  // gradient allreduce: in flight, waited for
+  std::uint64_t dp_bytes_ = 0;                     // sent on dp by this rank (gradients, 1-bit momentum)
   Timer timer_;
 };
 
