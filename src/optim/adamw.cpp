@@ -18,19 +18,22 @@ void AdamW::step(double lr) {
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
   for (auto& s : slots_) {
-    auto& p = s.p.param;
-    const auto& g = p.grad();
-    if (s.decay && wd_ != 0.0) p.mul_(1.0 - lr * wd_);
+    const auto& g = s.p.param.grad();
     s.exp_avg.lerp_(g, 1.0 - beta1_);
     s.exp_avg_sq.mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
-    auto denom = (s.exp_avg_sq.sqrt() / bc2_sqrt).add_(eps_);
-    p.addcdiv_(s.exp_avg, denom, -lr / bc1);
+    adam_apply(s, lr, bc1, bc2_sqrt, eps_, wd_);
   }
 }
 
-std::vector<NamedParameter> AdamW::state() {
+void adam_apply(AdamSlot& s, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay) {
+  auto& p = s.p.param;
+  if (s.decay && weight_decay != 0.0) p.mul_(1.0 - lr * weight_decay);
+  p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / bc2_sqrt).add_(eps), -lr / bc1);
+}
+
+std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots) {
   std::vector<NamedParameter> out;
-  for (auto& s : slots_) {
+  for (auto& s : slots) {
     out.push_back({s.p.name + "/exp_avg", s.exp_avg});
     out.push_back({s.p.name + "/exp_avg_sq", s.exp_avg_sq});
   }

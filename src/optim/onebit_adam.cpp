@@ -42,20 +42,7 @@ void OnebitAdam::step(double lr) {
                                                  static_cast<std::size_t>(flat_exp_avg_.numel()), feedback_,
                                                  "1-bit Adam momentum")
                      : 0;
-  for (auto& s : slots_) {
-    auto& p = s.p.param;
-    if (s.decay && wd_ != 0.0) p.mul_(1.0 - lr * wd_);
-    p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / bc2_sqrt).add_(eps_), -lr / bc1);
-  }
-}
-
-std::vector<NamedParameter> OnebitAdam::state() {
-  std::vector<NamedParameter> out;
-  for (auto& s : slots_) {
-    out.push_back({s.p.name + "/exp_avg", s.exp_avg});
-    out.push_back({s.p.name + "/exp_avg_sq", s.exp_avg_sq});
-  }
-  return out;
+  for (auto& s : slots_) adam_apply(s, lr, bc1, bc2_sqrt, eps_, wd_);
 }
 
 std::vector<std::pair<std::string, std::vector<float>*>> OnebitAdam::rank_state() {

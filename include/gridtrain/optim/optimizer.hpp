@@ -50,6 +50,19 @@ class Optimizer {
 /// gridtrain::Error for an unknown type.
 std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params, Axis& dp);
 
+/// One parameter's Adam state; shared by AdamW and OnebitAdam.
+struct AdamSlot {
+  NamedParameter p;
+  torch::Tensor exp_avg, exp_avg_sq;  // shaped like p
+  bool decay;                         // >= 2-D weights only
+};
+
+/// p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + ε), the AdamW parameter update given the
+/// slot's moments and bias corrections bc1 = 1 − β1^t, bc2_sqrt = sqrt(1 − β2^t).
+void adam_apply(AdamSlot& s, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay);
+/// "<param>/exp_avg" and "<param>/exp_avg_sq" of every slot.
+std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
+
 /// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization"), the same update as
 /// torch.optim.AdamW: p ← p·(1 − lr·wd); m ← β1 m + (1 − β1) g; v ← β2 v + (1 − β2) g²;
 /// p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε).
@@ -58,15 +71,10 @@ class AdamW : public Optimizer {
   AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay);
   void step(double lr) override;
   std::string type() const override { return "adamw"; }
-  std::vector<NamedParameter> state() override;
+  std::vector<NamedParameter> state() override { return adam_state(slots_); }
 
  private:
-  struct Slot {
-    NamedParameter p;
-    torch::Tensor exp_avg, exp_avg_sq;  // same shape as p
-    bool decay;
-  };
-  std::vector<Slot> slots_;
+  std::vector<AdamSlot> slots_;
   double beta1_, beta2_, eps_, wd_;
 };
 
@@ -102,19 +110,14 @@ class OnebitAdam : public Optimizer {
              double weight_decay, long long freeze_step);
   void step(double lr) override;
   std::string type() const override { return "onebit_adam"; }
-  std::vector<NamedParameter> state() override;
+  std::vector<NamedParameter> state() override { return adam_state(slots_); }
   bool owns_communication() const override { return steps_ >= freeze_; }
   std::vector<std::pair<std::string, std::vector<float>*>> rank_state() override;
   std::uint64_t bytes_sent() const override { return bytes_; }
 
  private:
-  struct Slot {
-    NamedParameter p;
-    torch::Tensor exp_avg, exp_avg_sq;  // exp_avg: a view into flat_exp_avg_
-    bool decay;
-  };
   Axis& dp_;
-  std::vector<Slot> slots_;
+  std::vector<AdamSlot> slots_;  // exp_avg: views into flat_exp_avg_
   torch::Tensor flat_exp_avg_;  // (N,) all momenta
   std::unique_ptr<Compressor> onebit_;
   FeedbackState feedback_;
