@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/signals.hpp"
@@ -157,6 +158,8 @@ RunResult Trainer::run() {
   }
   timer_.reset();
   for (long long s = start_step_; s < steps; ++s) {
+    if (s == 1 && grid_->rank() == cfg_.debug.stall_rank)  // fault injection: a rank late to step 2
+      std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.stall_s));
     reducer_->zero_grad();
     timer_.stamp(Section::Other);
     const bool local_grads = optimizer_->owns_communication();

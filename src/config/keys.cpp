@@ -201,6 +201,11 @@ std::vector<Key> build_table() {
 
       real_key("debug.slow_checkpoint_s", GT_REF(debug.slow_checkpoint_s),
                "fault injection: seconds to sleep before a checkpoint file is closed (crash tests)", 0.0, false, 3600.0),
+      int_key<int>("debug.stall_rank", GT_REF(debug.stall_rank),
+                   "fault injection: this world rank stalls at the start of step 2 (-1 = none), so that the "
+                   "others' gradient allreduce hits comm.timeout_s", -1),
+      real_key("debug.stall_s", GT_REF(debug.stall_s), "fault injection: seconds debug.stall_rank stalls", 0.0,
+               false, 3600.0),
   };
 }
 

@@ -75,6 +75,8 @@ struct Config {
 
   struct Debug {
     double slow_checkpoint_s = 0.0;  ///< fault injection: sleep before closing a checkpoint file
+    int stall_rank = -1;             ///< fault injection: this world rank stalls at the start of step 2
+    double stall_s = 0.0;            ///< ... for this many seconds (a rank late to its collectives)
   } debug;
 
   std::string deck_name;  ///< where the deck came from (path or "built in")
