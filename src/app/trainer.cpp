@@ -133,7 +133,7 @@ double Trainer::evaluate() {
     sums[0] += model_->loss_sum(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)).item<double>();
     sums[1] += static_cast<double>(rows) * T;
   }
-  grid_->dp().allreduce_sum(sums, 2);
+  grid_->dp().allreduce_sum(sums, 2, "validation loss");
   return sums[0] / sums[1];
 }
 
@@ -170,7 +170,7 @@ RunResult Trainer::run() {
     }
     const double local_norm = reducer_->grad_norm();
     sums[1] = local_norm * local_norm;
-    grid_->dp().allreduce_sum(sums, 2);
+    grid_->dp().allreduce_sum(sums, 2, "loss and gradient norm");
     const double loss[1] = {sums[0] / grid_->dp().size()};
     timer_.stamp(Section::Comm);
 

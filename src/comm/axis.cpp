@@ -137,8 +137,11 @@ Work Axis::recv(void* data, std::size_t bytes, int peer, int tag, const std::str
                });
 }
 
-void Axis::allreduce_sum(double* data, int n) {
-  MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm_);
+void Axis::allreduce_sum(double* data, int n, const std::string& label) {
+  // Non-blocking underneath so that comm.timeout_s covers the step loop's small reductions too.
+  issue("allreduce", label, [&](const std::string&, MPI_Request* req) {
+    MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm_, req);
+  }).wait();
 }
 
 }  // namespace gridtrain

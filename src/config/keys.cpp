@@ -180,8 +180,8 @@ std::vector<Key> build_table() {
                "gradient exchange format over dp: fp32 allreduce, or a two-phase allreduce of fp16/bf16 casts",
                {"none", "fp16", "bf16"}),
       real_key("comm.timeout_s", GT_REF(comm.timeout_s),
-               "seconds a gradient-bucket (or other non-blocking) operation may take before the run stops with an "
-               "error naming it; 0 = no limit", 0.0, false, 86400.0),
+               "seconds a dp/tp/pp communication (gradient buckets, loss and norm reductions, ...) may take before "
+               "the run stops with an error naming it; 0 = no limit", 0.0, false, 86400.0),
 
       text_key("checkpoint.dir", GT_REF(checkpoint.dir),
                "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),

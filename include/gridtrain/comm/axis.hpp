@@ -72,8 +72,9 @@ class Axis {
   Work send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
   Work recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
 
-  /// Blocking sum-allreduce of a few doubles in place (losses, norms, counters).
-  void allreduce_sum(double* data, int n);
+  /// Blocking sum-allreduce of a few doubles in place (losses, norms, counters), under the same
+  /// timeout as the non-blocking operations.
+  void allreduce_sum(double* data, int n, const std::string& label = "");
 
  private:
   std::string describe(const char* op, const std::string& label);
