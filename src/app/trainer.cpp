@@ -128,8 +128,7 @@ double Trainer::evaluate() {
     const int rows = static_cast<int>(std::min<std::size_t>(B, val_starts_.size() - i));
     auto batch = torch::empty({rows, T + 1}, torch::kLong);  // (rows, T+1)
     auto* out = batch.data_ptr<std::int64_t>();
-    for (int b = 0; b < rows; ++b)
-      for (int t = 0; t <= T; ++t) out[b * (T + 1) + t] = data_.val[val_starts_[i + b] + t];
+    for (int b = 0; b < rows; ++b) copy_window(data_.val, val_starts_[i + b], T, out + b * (T + 1));
     sums[0] += model_->loss_sum(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)).item<double>();
     sums[1] += static_cast<double>(rows) * T;
   }
@@ -142,8 +141,8 @@ RunResult Trainer::run() {
   Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", /*append=*/start_step_ > 0);
   const long long steps = cfg_.train.steps;
   const double tokens_per_step = static_cast<double>(cfg_.train.global_batch) * cfg_.model.block_size;
-  double peak_total[1] = {peak_gflops_ * 1e9};
-  MPI_Allreduce(MPI_IN_PLACE, peak_total, 1, MPI_DOUBLE, MPI_SUM, grid_->comm());
+  double peak_total = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
+  MPI_Allreduce(MPI_IN_PLACE, &peak_total, 1, MPI_DOUBLE, MPI_SUM, grid_->comm());
   const double flops_per_step = model_->flops_per_token() * tokens_per_step;
 
   using Clock = std::chrono::steady_clock;
@@ -171,20 +170,20 @@ RunResult Trainer::run() {
     const double local_norm = reducer_->grad_norm();
     sums[1] = local_norm * local_norm;
     grid_->dp().allreduce_sum(sums, 2, "loss and gradient norm");
-    const double loss[1] = {sums[0] / grid_->dp().size()};
+    const double loss = sums[0] / grid_->dp().size();
     timer_.stamp(Section::Comm);
 
     // Reported: the norm of the averaged gradient, or with local gradients the RMS of the ranks'
     // norms. Clipping uses what this rank holds.
     const double norm = local_grads ? std::sqrt(sums[1] / grid_->dp().size()) : local_norm;
-    const std::uint64_t step_bytes = reducer_->bytes_sent();
     if (cfg_.optim.clip_grad > 0 && local_norm > cfg_.optim.clip_grad)
       reducer_->scale(cfg_.optim.clip_grad / (local_norm + 1e-6));
     const double lr = schedule_(s);
     optimizer_->step(lr);
-    dp_bytes_ += step_bytes + optimizer_->bytes_sent();
+    const std::uint64_t step_bytes = reducer_->bytes_sent() + optimizer_->bytes_sent();
+    dp_bytes_ += step_bytes;
     sample_index_ += static_cast<std::uint64_t>(cfg_.train.global_batch);
-    r.losses.push_back(loss[0]);
+    r.losses.push_back(loss);
     r.grad_norms.push_back(norm);
     ++interval_steps;
     timer_.stamp(Section::Optim);
@@ -201,9 +200,8 @@ RunResult Trainer::run() {
       const double train_s =
           std::chrono::duration<double>(Clock::now() - interval_start).count() - interval_eval_s;
       const double tps = tokens_per_step * interval_steps / train_s;
-      thermo.write({s + 1, loss[0], val, lr, norm, tps, 1e3 * train_s / interval_steps,
-                    flops_per_step * interval_steps / train_s / peak_total[0],
-                    step_bytes + optimizer_->bytes_sent()});
+      thermo.write({s + 1, loss, val, lr, norm, tps, 1e3 * train_s / interval_steps,
+                    flops_per_step * interval_steps / train_s / peak_total, step_bytes});
       interval_start = Clock::now();
       interval_eval_s = 0.0;
       interval_steps = 0;
@@ -230,7 +228,7 @@ RunResult Trainer::run() {
   const double steps_run = static_cast<double>(r.losses.size());
   r.loop_s = std::chrono::duration<double>(Clock::now() - loop_start).count();
   r.tokens_per_s = tokens_per_step * steps_run / r.loop_s;
-  r.mfu = flops_per_step * steps_run / r.loop_s / peak_total[0];
+  r.mfu = flops_per_step * steps_run / r.loop_s / peak_total;
   print_summary(r);
   return r;
 }

@@ -27,12 +27,6 @@ std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
   return {std::move(file_space), std::move(mem)};
 }
 
-H5Id collective_xfer() {
-  H5Id xfer(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-  H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE);
-  return xfer;
-}
-
 std::uint64_t allreduce_sum(std::uint64_t v, MPI_Comm comm) {
   MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_SUM, comm);
   return v;
@@ -134,7 +128,7 @@ void CheckpointFile::write(const std::string& name, DType t, const std::vector<h
   H5Id ds(H5Dcreate2(file_, name.c_str(), file_type(t), space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
           "cannot create dataset " + name);
   auto [file_space, mem_space] = select(ds, slab);
-  H5Id xfer = collective_xfer();
+  H5Id xfer = h5_collective_xfer();
   if (H5Dwrite(ds, mem_type(t), mem_space, file_space, xfer, data) < 0)
     throw std::runtime_error("cannot write dataset " + name);
   const std::uint64_t sum = allreduce_sum(xsum64(data, t, shape, slab), comm_);
@@ -168,7 +162,7 @@ void CheckpointFile::read(const std::string& name, DType t, const std::vector<hs
   H5Id type(H5Dget_type(ds), "H5Dget_type");
   if (H5Tequal(type, file_type(t)) <= 0) throw std::runtime_error("dataset " + name + " has an unexpected type");
   auto [file_space, mem_space] = select(ds, slab);
-  H5Id xfer = collective_xfer();
+  H5Id xfer = h5_collective_xfer();
   if (H5Dread(ds, mem_type(t), mem_space, file_space, xfer, out) < 0)
     throw std::runtime_error("cannot read dataset " + name + " (truncated or corrupt file?)");
   if (!h5_has_attr(ds, "xsum64")) throw std::runtime_error("dataset " + name + " has no xsum64 checksum");

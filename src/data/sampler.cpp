@@ -31,9 +31,10 @@ std::uint64_t Sampler::window_start(std::uint64_t g) {
   return static_cast<std::uint64_t>(perm_[g % windows_]) * block_;
 }
 
-void Sampler::fill(std::uint64_t g, std::int64_t* out) {
-  const std::uint64_t start = window_start(g);
-  for (int t = 0; t <= block_; ++t) out[t] = tokens_[start + t];
+void Sampler::fill(std::uint64_t g, std::int64_t* out) { copy_window(tokens_, window_start(g), block_, out); }
+
+void copy_window(std::span<const std::int32_t> tokens, std::uint64_t start, int block_size, std::int64_t* out) {
+  for (int t = 0; t <= block_size; ++t) out[t] = tokens[start + t];
 }
 
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count) {

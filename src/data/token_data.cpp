@@ -21,8 +21,7 @@ std::vector<std::int32_t> read_split(hid_t file, const std::string& name) {
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
   std::vector<std::int32_t> out(n);
-  H5Id xfer(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
-  H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE);
+  H5Id xfer = h5_collective_xfer();
   if (n > 0 && H5Dread(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, xfer, out.data()) < 0)
     throw std::runtime_error("cannot read dataset " + name);
   return out;

@@ -25,6 +25,12 @@ H5Id::~H5Id() {
 
 void h5_silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+H5Id h5_collective_xfer() {
+  H5Id xfer(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
+  H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE);
+  return xfer;
+}
+
 void h5_write_attr(hid_t obj, const std::string& name, const std::string& value) {
   H5Id type(H5Tcopy(H5T_C_S1), "H5Tcopy");
   H5Tset_size(type, value.empty() ? 1 : value.size());

@@ -39,6 +39,9 @@ class Sampler {
   std::vector<std::uint32_t> perm_;
 };
 
+/// Copies tokens[start .. start + T] (T + 1 tokens) into out, widened to int64.
+void copy_window(std::span<const std::int32_t> tokens, std::uint64_t start, int block_size, std::int64_t* out);
+
 /// Validation subset: count windows of T + 1 tokens evenly spaced over the validation split;
 /// returns their start offsets (same on every rank and layout).
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count);

@@ -33,6 +33,9 @@ class H5Id {
 /// Turns off HDF5's automatic error-stack printing; gridtrain reports errors itself.
 void h5_silence_errors();
 
+/// A dataset-transfer property list for collective MPI-IO.
+H5Id h5_collective_xfer();
+
 /// Attribute helpers on an object (file root, group or dataset). Throw std::runtime_error
 /// naming the attribute when it is missing or has the wrong type.
 void h5_write_attr(hid_t obj, const std::string& name, const std::string& value);
