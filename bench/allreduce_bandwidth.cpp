@@ -19,6 +19,7 @@
 
 #include "gridtrain/comm/axis.hpp"
 #include "gridtrain/comm/compressor.hpp"
+#include "gridtrain/parallel/compressed_allreduce.hpp"
 #include "gridtrain/util/process_setup.hpp"
 
 using namespace gridtrain;
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   for (std::size_t bytes = 4096; bytes <= static_cast<std::size_t>(max_mib * 1024 * 1024); bytes *= 4) {
     const std::size_t n = bytes / 4;
     std::vector<float> data(n, 1.0f);
+    const auto tensor = torch::from_blob(data.data(), {static_cast<std::int64_t>(n)}, torch::kFloat32);
     std::string row;
     char cell[96];
     auto report = [&](double t, double wire) {
@@ -82,7 +84,7 @@ int main(int argc, char** argv) {
       auto c = make_compressor(name);
       FeedbackState state;
       std::size_t wire = 0;
-      const double t = time_it([&] { wire = compressed_allreduce_mean(axis, *c, data.data(), n, state, "bench"); });
+      const double t = time_it([&] { wire = compressed_allreduce_mean(axis, *c, tensor, state, "bench"); });
       report(t, static_cast<double>(wire));
     }
     if (rank == 0) std::printf("%10zu%s\n", bytes, row.c_str());

@@ -1,5 +1,13 @@
 # Third-party packages. Each failure says which package provides what is missing.
 
+if(GRIDTRAIN_CUDA)
+  # Before LibTorch's config, which compiles CUDA probes: CMake 3.25 knows nvcc only up to
+  # C++17, and the .cu files need no more.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  enable_language(CUDA)
+endif()
+
 find_package(Torch REQUIRED)  # Debian libtorch-dev, or any LibTorch via CMAKE_PREFIX_PATH
 # Every target shares std::string/STL types with LibTorch code, so every target needs its ABI
 # flags (a pip LibTorch may use _GLIBCXX_USE_CXX11_ABI=0).
@@ -21,3 +29,29 @@ endif()
 find_package(Boost 1.71 REQUIRED COMPONENTS program_options)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of prepared corpora
 find_package(Threads REQUIRED)
+
+# The GPU path (cuda preset): nvcc for the compression kernels, NCCL for the device backend,
+# from the CUDA toolkit (/usr/local/cuda); LibTorch must be a CUDA build of the same major
+# version (scripts/fetch-libtorch-cuda).
+if(GRIDTRAIN_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  # Libraries the CUDA LibTorch needs that the toolkit lacks or has too old (NCCL), and the
+  # driver stub, from scripts/fetch-libtorch-cuda: for the linker, and NCCL for gridtrain too,
+  # since one process can hold only one libnccl.so.2. The header is the toolkit's.
+  set(GRIDTRAIN_CUDA_EXTRA_LIB "${TORCH_INSTALL_PREFIX}/../extra-lib")
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS ${GRIDTRAIN_CUDA_EXTRA_LIB} ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "GRIDTRAIN_CUDA needs NCCL (nccl.h, libnccl.so): install it with the CUDA "
+                        "toolkit or set NCCL_HOME.")
+  endif()
+  if(NOT TARGET torch_cuda)
+    message(FATAL_ERROR "GRIDTRAIN_CUDA needs a CUDA build of LibTorch, but ${TORCH_INSTALL_PREFIX} "
+                        "is a CPU build: run scripts/fetch-libtorch-cuda and configure with --preset cuda.")
+  endif()
+  if(EXISTS "${GRIDTRAIN_CUDA_EXTRA_LIB}")
+    add_link_options("LINKER:-rpath-link,${GRIDTRAIN_CUDA_EXTRA_LIB}:${GRIDTRAIN_CUDA_EXTRA_LIB}/driver-stub")
+  endif()
+  add_link_options("LINKER:-rpath-link,${CUDAToolkit_LIBRARY_DIR}")
+endif()

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/signals.hpp"
 
@@ -37,11 +38,26 @@ GridShape trainable_shape(const Config& c, MPI_Comm world) {
   return s;
 }
 
+// train.device and comm.backend resolved: picks this rank's GPU when training on CUDA and
+// switches the grid to NCCL when asked (config.cpp already rejected mixed combinations).
+torch::Device setup_device(const Config& c, Grid& grid) {
+  const bool cuda = c.train.device == "cuda" || (c.train.device == "auto" && cuda_available());
+  if (!cuda) return torch::kCPU;
+  try {
+    const int index = select_cuda_device(grid.comm());
+    if (c.comm.backend != "mpi") grid.use_nccl();
+    return {torch::kCUDA, static_cast<torch::DeviceIndex>(index)};
+  } catch (const std::runtime_error& e) {
+    throw Error(std::string("train.device = ") + c.train.device + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops)
     : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), schedule_(cfg) {
   grid_ = std::make_unique<Grid>(world, trainable_shape(cfg, world), cfg.comm.timeout_s);
+  device_ = setup_device(cfg, *grid_);
   accum_ = accumulation_steps(cfg, grid_->shape().dp);
 
   const std::string hint = "Prepare the KJV corpus with: bible -f \"Genesis 1:1-Revelation 22:21\" > data/kjv.txt && "
@@ -60,7 +76,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
 
   model_ = make_model(cfg, vocab);
-  model_->initialize(cfg.train.seed);
+  model_->initialize(cfg.train.seed);  // on the host, so that every device starts from the same bits
+  model_->to(device_);
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
   for (auto& p : model_->named_parameters(true)) {
@@ -71,7 +88,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
                                        cfg.comm.compression);
   optimizer_ = make_optimizer(cfg, std::move(named), grid_->dp());
 
-  log_.print(grid_->describe() + "\n");
+  log_.print(grid_->describe() + ", device " + device_.str() + "\n");
   log_.print("Model: " + cfg.model.type + ", " + std::to_string(count_parameters(*model_)) + " parameters, " +
              fmt("%.4g", model_->flops_per_token()) + " FLOPs/token (6N + 12LCT)\n");
   log_.print("Data: " + cfg.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
@@ -99,7 +116,7 @@ torch::Tensor Trainer::train_batch(std::uint64_t first, int rows) {
   auto batch = torch::empty({rows, T1}, torch::kLong);  // (B, T+1)
   auto* out = batch.data_ptr<std::int64_t>();
   for (int b = 0; b < rows; ++b) sampler_->fill(first + b, out + static_cast<std::size_t>(b) * T1);
-  return batch;
+  return batch.to(device_);
 }
 
 double Trainer::forward_backward() {
@@ -129,6 +146,7 @@ double Trainer::evaluate() {
     auto batch = torch::empty({rows, T + 1}, torch::kLong);  // (rows, T+1)
     auto* out = batch.data_ptr<std::int64_t>();
     for (int b = 0; b < rows; ++b) copy_window(data_.val, val_starts_[i + b], T, out + b * (T + 1));
+    batch = batch.to(device_);
     sums[0] += model_->loss_sum(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)).item<double>();
     sums[1] += static_cast<double>(rows) * T;
   }

@@ -130,7 +130,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     rec.shape = shape_of(t);
     rec.slab = writer ? Slab::all(rec.shape) : Slab::none();
     if (writer) {
-      auto c = t.detach().contiguous();
+      auto c = t.detach().to(torch::kCPU).contiguous();  // a device tensor is copied to the host
       const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
       rec.bytes.assign(p, p + c.numel() * sizeof(float));
     }
@@ -148,8 +148,10 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     const auto* bytes = static_cast<const unsigned char*>(data);
     rec.bytes.assign(bytes, bytes + length * dtype_size(type));
   };
-  for (auto& [name, values] : opt.rank_state())
-    add_row("/comm/error_feedback/" + name, DType::F32, values->data(), values->size());
+  for (auto& [name, values] : opt.rank_state()) {
+    const auto host = values.to(torch::kCPU).contiguous();
+    add_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()));
+  }
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
   snap->tensors.resize(count);
@@ -276,7 +278,10 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
       torch::NoGradGuard no_grad;
       auto read_into = [&](const std::string& name, torch::Tensor& t) {
         if (!t.is_contiguous()) throw std::runtime_error("tensor " + name + " is not contiguous");
-        file.read(name, DType::F32, shape_of(t), Slab::all(shape_of(t)), t.data_ptr<float>());
+        if (t.is_cpu()) return file.read(name, DType::F32, shape_of(t), Slab::all(shape_of(t)), t.data_ptr<float>());
+        auto host = torch::empty(t.sizes(), torch::kFloat32);
+        file.read(name, DType::F32, shape_of(t), Slab::all(shape_of(t)), host.data_ptr<float>());
+        t.copy_(host);
       };
       for (auto& p : model.named_parameters(true)) read_into("/model/" + p.key(), p.value());
       for (auto& s : opt.state()) read_into("/optim/" + s.name, s.param);
@@ -304,8 +309,11 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
         gen.set_state(rng);
       }
       for (auto& [name, values] : opt.rank_state()) {
-        if (!read_row("/comm/error_feedback/" + name, DType::F32, values->data(), values->size())) {
-          std::fill(values->begin(), values->end(), 0.0f);
+        auto host = torch::empty({values.numel()}, torch::kFloat32);
+        if (read_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()))) {
+          values.copy_(host);
+        } else {
+          values.zero_();
           reset_feedback = true;
         }
       }

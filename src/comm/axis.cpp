@@ -1,10 +1,13 @@
 #include "gridtrain/comm/axis.hpp"
 
+#include "gridtrain/comm/device_comm.hpp"
+
 #include <sched.h>
 
 #include <chrono>
 #include <climits>
 #include <exception>
+#include <new>
 #include <cstdio>
 #include <thread>
 #include <utility>
@@ -22,14 +25,13 @@ int checked_count(std::size_t n, const std::string& what) {
 }  // namespace
 
 Work::Work(Work&& o) noexcept
-    : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), what_(std::move(o.what_)), timeout_s_(o.timeout_s_) {}
+    : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), pending_(std::move(o.pending_)), what_(std::move(o.what_)),
+      timeout_s_(o.timeout_s_) {}
 
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
-    if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
-    req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
-    what_ = std::move(o.what_);
-    timeout_s_ = o.timeout_s_;
+    this->~Work();
+    new (this) Work(std::move(o));
   }
   return *this;
 }
@@ -37,12 +39,18 @@ Work& Work::operator=(Work&& o) noexcept {
 Work::~Work() {
   // While an exception (a CommTimeout, say) unwinds, the operation may never complete: leave it,
   // the job is about to be aborted.
-  if (req_ != MPI_REQUEST_NULL && std::uncaught_exceptions() == 0) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  if (!pending() || std::uncaught_exceptions() != 0) return;
+  if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  try {
+    while (pending_ && !pending_->test()) sched_yield();
+  } catch (const std::exception&) {
+    // A device error surfaces at the next synchronizing call; a destructor must not throw.
+  }
 }
 
 void Work::wait() {
-  if (req_ == MPI_REQUEST_NULL) return;
-  if (timeout_s_ <= 0) {
+  if (!pending()) return;
+  if (timeout_s_ <= 0 && req_ != MPI_REQUEST_NULL) {
     MPI_Wait(&req_, MPI_STATUS_IGNORE);
     return;
   }
@@ -52,7 +60,7 @@ void Work::wait() {
   for (int polls = 0;; ++polls) {
     if (test()) return;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (waited > timeout_s_) {
+    if (timeout_s_ > 0 && waited > timeout_s_) {
       char msg[64];
       std::snprintf(msg, sizeof msg, "%g", timeout_s_);
       throw CommTimeout("communication timeout: " + what_ + " did not complete within comm.timeout_s = " + msg +
@@ -66,7 +74,8 @@ void Work::wait() {
 bool Work::test() {
   int done = 1;
   if (req_ != MPI_REQUEST_NULL) MPI_Test(&req_, &done, MPI_STATUS_IGNORE);
-  return done != 0;
+  if (pending_ && pending_->test()) pending_.reset();
+  return done != 0 && !pending_;
 }
 
 Axis::Axis(std::string name, MPI_Comm comm, double timeout_s)
@@ -76,6 +85,7 @@ Axis::Axis(std::string name, MPI_Comm comm, double timeout_s)
 }
 
 Axis::~Axis() {
+  device_.reset();  // the NCCL communicator before the MPI one it was created over
   if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -83,65 +93,71 @@ std::string Axis::describe(const char* op, const std::string& label) {
   return "axis " + name_ + ": " + op + " #" + std::to_string(++seq_) + (label.empty() ? "" : " (" + label + ")");
 }
 
-template <class Start>
-Work Axis::issue(const char* op, const std::string& label, Start&& start) {
+void Axis::attach(std::unique_ptr<DeviceComm> device) { device_ = std::move(device); }
+
+const char* Axis::backend() const { return device_ ? "nccl" : "mpi"; }
+
+template <class Mpi, class Device>
+Work Axis::issue(const char* op, const std::string& label, Mpi&& mpi, Device&& device) {
   auto what = describe(op, label);
+  if (device_) return Work(device(*device_), std::move(what), timeout_s_);
   MPI_Request req = MPI_REQUEST_NULL;
-  start(what, &req);
+  mpi(what, &req);
   return Work(req, std::move(what), timeout_s_);
 }
 
 Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
   return issue("allreduce", label, [&](const std::string& what, MPI_Request* req) {
     MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
-  });
+  }, [&](DeviceComm& d) { return d.allreduce_sum(data, n); });
 }
 
 Work Axis::reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label) {
   return issue("reduce-scatter", label, [&](const std::string& what, MPI_Request* req) {
     MPI_Ireduce_scatter_block(in, out, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
-  });
+  }, [&](DeviceComm& d) { return d.reduce_scatter_sum(in, out, n); });
 }
 
 Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::string& label) {
   return issue("all-gather", label, [&](const std::string& what, MPI_Request* req) {
     const int n = checked_count(bytes, what);
     MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
-  });
+  }, [&](DeviceComm& d) { return d.all_gather(in, out, bytes); });
 }
 
 Work Axis::broadcast(void* data, std::size_t bytes, int root, const std::string& label) {
   return issue("broadcast", label, [&](const std::string& what, MPI_Request* req) {
     MPI_Ibcast(data, checked_count(bytes, what), MPI_BYTE, root, comm_, req);
-  });
+  }, [&](DeviceComm& d) { return d.broadcast(data, bytes, root); });
 }
 
 Work Axis::all_to_all(const void* in, void* out, std::size_t bytes, const std::string& label) {
   return issue("all-to-all", label, [&](const std::string& what, MPI_Request* req) {
     const int n = checked_count(bytes, what);
     MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
-  });
+  }, [&](DeviceComm& d) { return d.all_to_all(in, out, bytes); });
 }
 
 Work Axis::send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
   return issue("send", label + (label.empty() ? "" : ", ") + "to " + std::to_string(peer),
                [&](const std::string& what, MPI_Request* req) {
                  MPI_Isend(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, req);
-               });
+               }, [&](DeviceComm& d) { return d.send(data, bytes, peer); });
 }
 
 Work Axis::recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
   return issue("recv", label + (label.empty() ? "" : ", ") + "from " + std::to_string(peer),
                [&](const std::string& what, MPI_Request* req) {
                  MPI_Irecv(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, req);
-               });
+               }, [&](DeviceComm& d) { return d.recv(data, bytes, peer); });
 }
 
 void Axis::allreduce_sum(double* data, int n, const std::string& label) {
   // Non-blocking underneath so that comm.timeout_s covers the step loop's small reductions too.
-  issue("allreduce", label, [&](const std::string&, MPI_Request* req) {
-    MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm_, req);
-  }).wait();
+  auto what = describe("allreduce", label);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm_, &req);
+  Work(req, std::move(what), timeout_s_).wait();
 }
 
 }  // namespace gridtrain

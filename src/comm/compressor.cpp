@@ -118,36 +118,4 @@ std::unique_ptr<Compressor> make_compressor(const std::string& name) {
   throw std::invalid_argument("unknown compression '" + name + "'; valid: fp16 bf16 onebit");
 }
 
-std::size_t compressed_allreduce_mean(Axis& axis, const Compressor& c, float* data, std::size_t n,
-                                      FeedbackState& state, const std::string& label) {
-  const std::size_t p = static_cast<std::size_t>(axis.size());
-  const std::size_t m = (n + p - 1) / p;  // chunk length; the last chunk is zero-padded
-  const std::size_t cb = c.compressed_bytes(m);
-  if (c.error_feedback() && state.worker.size() != m * p) state.worker.assign(m * p, 0.0f), state.server.assign(m, 0.0f);
-
-  // Phase 1: compress my p chunks (worker feedback), exchange so that rank j gets every chunk j.
-  std::vector<float> padded(m * p, 0.0f);
-  std::memcpy(padded.data(), data, n * sizeof(float));
-  std::vector<unsigned char> send(cb * p), recv(cb * p);
-  for (std::size_t j = 0; j < p; ++j)
-    c.compress(padded.data() + j * m, m, c.error_feedback() ? state.worker.data() + j * m : nullptr,
-               send.data() + j * cb);
-  axis.all_to_all(send.data(), recv.data(), cb, label + ", compressed phase 1").wait();
-
-  // Phase 2: average the p pieces of my chunk in fp32, compress again (server feedback), gather.
-  std::vector<float> piece(m), mean(m, 0.0f);
-  for (std::size_t q = 0; q < p; ++q) {
-    c.decompress(recv.data() + q * cb, m, piece.data());
-    for (std::size_t i = 0; i < m; ++i) mean[i] += piece[i];
-  }
-  for (auto& v : mean) v /= static_cast<float>(p);
-  std::vector<unsigned char> mine(cb);
-  c.compress(mean.data(), m, c.error_feedback() ? state.server.data() : nullptr, mine.data());
-  axis.all_gather(mine.data(), send.data(), cb, label + ", compressed phase 2").wait();
-
-  for (std::size_t j = 0; j < p; ++j) c.decompress(send.data() + j * cb, m, padded.data() + j * m);
-  std::memcpy(data, padded.data(), n * sizeof(float));
-  return 2 * (p - 1) * cb;  // all-to-all: p−1 chunks out; ring all-gather: p−1 chunks forwarded
-}
-
 }  // namespace gridtrain

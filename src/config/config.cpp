@@ -89,6 +89,15 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.optim.type == "onebit_adam" && c.comm.compression != "none")
     errors.push_back("optim.type = onebit_adam compresses its own momentum exchange; comm.compression = " +
                      c.comm.compression + " would compress the warm-up gradients too; set comm.compression = none");
+  if (c.comm.backend == "nccl" && c.train.device == "cpu")
+    errors.push_back("comm.backend = nccl moves device buffers, but train.device = cpu; use comm.backend = mpi "
+                     "(or auto), or train.device = cuda");
+  if (c.comm.backend == "mpi" && c.train.device == "cuda")
+    errors.push_back("comm.backend = mpi with train.device = cuda would need CUDA-aware MPI, which gridtrain does "
+                     "not use; use comm.backend = nccl (or auto)");
+  if (c.precision.type == "fp16" && c.train.device == "cpu")
+    errors.push_back("precision.type = fp16 needs CUDA (CPU autocast computes in bf16); use precision.type = bf16 "
+                     "on the CPU");
   if (c.checkpoint.resume == "auto" && c.checkpoint.dir == "none")
     errors.push_back("checkpoint.resume = auto needs checkpoint.dir (it is 'none'); set checkpoint.dir");
   if (c.optim.decay_steps != 0 && c.optim.decay_steps <= c.optim.warmup_steps)

@@ -171,6 +171,40 @@ std::vector<Key> build_table() {
       int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation windows per pass (fixed subset)", 1,
                    1 << 20),
       int_key<uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
+      text_key("train.device", GT_REF(train.device),
+               "where the model trains: cuda needs the cuda build and a GPU (one per rank, by node-local rank); "
+               "auto = cuda when both are there, else cpu",
+               {"auto", "cpu", "cuda"}),
+
+      int_key<int>("train.max_consecutive_skips", GT_REF(train.max_consecutive_skips),
+                   "steps in a row skipped for a non-finite loss or gradient (with loss scaling: at "
+                   "precision.min_scale) before the run stops with an error", 1),
+      bool_key("train.skip_outliers", GT_REF(train.skip_outliers),
+               "skip the update of a step whose loss or gradient norm is a z-score outlier over the last "
+               "train.outlier_window accepted steps (a loss spike)"),
+      int_key<int>("train.outlier_window", GT_REF(train.outlier_window), "accepted steps the outlier z-score uses", 2,
+                   100000),
+      real_key("train.outlier_z", GT_REF(train.outlier_z), "z-score above which a step is an outlier", 0.0, true),
+      text_key("train.on_oom", GT_REF(train.on_oom),
+               "out of memory in forward/backward: abort, or backoff (every rank halves train.micro_batch and "
+               "doubles accumulation, so the global batch and LR stay, and retries the step)",
+               {"abort", "backoff"}),
+
+      text_key("precision.type", GT_REF(precision.type),
+               "compute precision under autocast; weights, optimizer state and the loss stay fp32. fp16 needs "
+               "CUDA", {"fp32", "bf16", "fp16"}),
+      text_key("precision.loss_scaling", GT_REF(precision.loss_scaling),
+               "dynamic loss scaling; auto = dynamic for fp16, none otherwise", {"auto", "dynamic", "none"}),
+      real_key("precision.init_scale", GT_REF(precision.init_scale), "initial loss scale", 0.0, true),
+      real_key("precision.growth_factor", GT_REF(precision.growth_factor),
+               "scale multiplier after precision.growth_interval finite steps", 1.0, true),
+      real_key("precision.backoff_factor", GT_REF(precision.backoff_factor), "scale multiplier on overflow", 0.0,
+               true, 1.0),
+      int_key<int>("precision.growth_interval", GT_REF(precision.growth_interval),
+                   "finite steps in a row before the scale grows", 1),
+      int_key<int>("precision.hysteresis", GT_REF(precision.hysteresis),
+                   "overflows tolerated before the scale backs off", 1),
+      real_key("precision.min_scale", GT_REF(precision.min_scale), "lowest loss scale", 0.0, true),
 
       real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true,
                4096.0),
@@ -179,6 +213,10 @@ std::vector<Key> build_table() {
       text_key("comm.compression", GT_REF(comm.compression),
                "gradient exchange format over dp: fp32 allreduce, or a two-phase allreduce of fp16/bf16 casts",
                {"none", "fp16", "bf16"}),
+      text_key("comm.backend", GT_REF(comm.backend),
+               "collectives on the tp/dp/pp axes: mpi (host buffers) or nccl (device buffers, one NCCL "
+               "communicator and CUDA stream per axis); auto = nccl when train.device is cuda, else mpi",
+               {"auto", "mpi", "nccl"}),
       real_key("comm.timeout_s", GT_REF(comm.timeout_s),
                "seconds a dp/tp/pp communication (gradient buckets, loss and norm reductions, ...) may take before "
                "the run stops with an error naming it; 0 = no limit", 0.0, false, 86400.0),
@@ -206,6 +244,14 @@ std::vector<Key> build_table() {
                    "others' gradient allreduce hits comm.timeout_s", -1),
       real_key("debug.stall_s", GT_REF(debug.stall_s), "fault injection: seconds debug.stall_rank stalls", 0.0,
                false, 3600.0),
+      text_key("debug.nonfinite", GT_REF(debug.nonfinite),
+               "fault injection: a NaN loss or an Inf gradient on debug.nonfinite_rank", {"none", "loss", "grad"}),
+      int_key<int>("debug.nonfinite_step", GT_REF(debug.nonfinite_step), "fault injection: first step (1-based)", 1),
+      int_key<int>("debug.nonfinite_steps", GT_REF(debug.nonfinite_steps), "fault injection: steps in a row", 1),
+      int_key<int>("debug.nonfinite_rank", GT_REF(debug.nonfinite_rank), "fault injection: the world rank", 0),
+      real_key("debug.alloc_limit_mb", GT_REF(debug.alloc_limit_mb),
+               "fault injection: a micro-batch whose estimated activation memory exceeds this many MiB fails "
+               "as out of memory (tests train.on_oom); 0 = off", 0.0, false),
   };
 }
 

@@ -1,5 +1,6 @@
 #include "gridtrain/grid/grid.hpp"
 
+#include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
@@ -45,9 +46,14 @@ Grid::~Grid() {
   if (cart_ != MPI_COMM_NULL) MPI_Comm_free(&cart_);
 }
 
+void Grid::use_nccl() {
+  for (Axis* a : {dp_.get(), tp_.get(), pp_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
+}
+
 std::string Grid::describe() const {
   return "Process grid: " + std::to_string(shape_.dp) + " (dp) x " + std::to_string(shape_.tp) + " (tp) x " +
-         std::to_string(shape_.pp) + " (pp) = " + std::to_string(shape_.size()) + " MPI ranks";
+         std::to_string(shape_.pp) + " (pp) = " + std::to_string(shape_.size()) + " MPI ranks, " + dp_->backend() +
+         " backend";
 }
 
 }  // namespace gridtrain

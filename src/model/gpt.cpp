@@ -24,7 +24,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 CausalSelfAttention::CausalSelfAttention(const GptShape& s) : n_head_(s.n_head) {
   c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * s.n_embd));
   c_proj_ = register_module("c_proj", torch::nn::Linear(s.n_embd, s.n_embd));
-  mask_ = torch::ones({s.block_size, s.block_size}, torch::kBool).triu(1);
+  // A buffer, so that module->to(device) moves it with the parameters.
+  mask_ = register_buffer("mask", torch::ones({s.block_size, s.block_size}, torch::kBool).triu(1));
 }
 
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
@@ -75,23 +76,26 @@ Gpt::Gpt(const GptShape& s) : s_(s) {
 
 torch::Tensor Gpt::forward(const torch::Tensor& idx) {
   const auto T = idx.size(1);
-  auto pos = torch::arange(T, torch::kLong);
+  auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
   auto x = wte_->forward(idx) + wpe_->forward(pos);  // (B, T, C)
   for (auto& block : h_) x = block->forward(x);
   x = ln_f_->forward(x);
   return torch::nn::functional::linear(x, wte_->weight);  // (B, T, V), tied head
 }
 
+// Logits (B·T, V) in fp32 whatever autocast computed them in: the softmax and its sum over
+// the vocabulary need fp32's range and precision.
+torch::Tensor Gpt::fp32_logits(const torch::Tensor& idx) {
+  return forward(idx).view({-1, s_.vocab_size}).to(torch::kFloat);
+}
+
 torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  auto logits = forward(idx);
-  return torch::nn::functional::cross_entropy(logits.view({-1, s_.vocab_size}), targets.reshape({-1}));
+  return torch::nn::functional::cross_entropy(fp32_logits(idx), targets.reshape({-1}));
 }
 
 torch::Tensor Gpt::loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) {
-  auto logits = forward(idx);
-  return torch::nn::functional::cross_entropy(
-      logits.view({-1, s_.vocab_size}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return torch::nn::functional::cross_entropy(fp32_logits(idx), targets.reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
 double Gpt::flops_per_token() const {

@@ -7,11 +7,12 @@ namespace gridtrain {
 
 OnebitAdam::OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta1, double beta2, double eps,
                        double weight_decay, long long freeze_step)
-    : dp_(dp), onebit_(make_compressor("onebit")), beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay),
+    : dp_(dp), onebit_(make_compressor("onebit", params.at(0).param.device())), beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay),
       freeze_(freeze_step) {
+  const auto options = params.at(0).param.options();
   std::int64_t n = 0;
   for (auto& p : params) n += p.param.numel();
-  flat_exp_avg_ = torch::zeros({n}, torch::kFloat32);
+  flat_exp_avg_ = torch::zeros({n}, options);
   std::int64_t offset = 0;
   for (auto& p : params) {
     auto m = flat_exp_avg_.narrow(0, offset, p.param.numel()).view(p.param.sizes());
@@ -20,10 +21,8 @@ OnebitAdam::OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta
   }
   // Residuals sized up front so that checkpoints always hold them (worker: N padded to a
   // multiple of dp; server: one chunk).
-  const auto p = static_cast<std::size_t>(dp_.size());
-  const std::size_t chunk = (static_cast<std::size_t>(n) + p - 1) / p;
-  feedback_.worker.assign(chunk * p, 0.0f);
-  feedback_.server.assign(chunk, 0.0f);
+  const std::int64_t p = dp_.size(), chunk = (n + p - 1) / p;
+  feedback_ = {torch::zeros({chunk * p}, options), torch::zeros({chunk}, options)};
 }
 
 void OnebitAdam::step(double lr) {
@@ -38,15 +37,12 @@ void OnebitAdam::step(double lr) {
     s.exp_avg.lerp_(s.p.param.grad(), 1.0 - beta1_);  // with compression: the local momentum
     if (!compressed) s.exp_avg_sq.mul_(beta2_).addcmul_(s.p.param.grad(), s.p.param.grad(), 1.0 - beta2_);
   }
-  bytes_ = compressed ? compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_.data_ptr<float>(),
-                                                 static_cast<std::size_t>(flat_exp_avg_.numel()), feedback_,
-                                                 "1-bit Adam momentum")
-                     : 0;
+  bytes_ = compressed ? compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_, feedback_, "1-bit Adam momentum") : 0;
   for (auto& s : slots_) adam_apply(s, lr, bc1, bc2_sqrt, eps_, wd_);
 }
 
-std::vector<std::pair<std::string, std::vector<float>*>> OnebitAdam::rank_state() {
-  return {{"worker", &feedback_.worker}, {"server", &feedback_.server}};
+std::vector<std::pair<std::string, torch::Tensor>> OnebitAdam::rank_state() {
+  return {{"worker", feedback_.worker}, {"server", feedback_.server}};
 }
 
 }  // namespace gridtrain

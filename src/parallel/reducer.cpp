@@ -30,7 +30,7 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap,
                  const std::string& compression)
     : dp_(dp), overlap_(overlap && compression == "none"), params_(std::move(params)), bucket_of_(params_.size()) {
-  if (compression != "none") compressor_ = make_compressor(compression);
+  if (compression != "none") compressor_ = make_compressor(compression, params_.at(0).device());
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
   // Group in reverse registration order: backward produces the last layers' gradients first.
   std::vector<std::vector<std::size_t>> groups;
@@ -43,7 +43,7 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, 
   for (std::size_t b = 0; b < groups.size(); ++b) {
     std::int64_t n = 0;
     for (auto i : groups[b]) n += params_[i].numel();
-    auto bucket = torch::zeros({n}, torch::kFloat32);
+    auto bucket = torch::zeros({n}, params_[groups[b].front()].options());  // fp32, on the parameters' device
     std::int64_t offset = 0;
     for (auto i : groups[b]) {
       auto& p = params_[i];
@@ -103,8 +103,7 @@ double Reducer::finish() {
   if (compressor_) {
     first_start_ = t0;
     for (std::size_t b = 0; b < buckets_.size(); ++b)
-      bytes_ += compressed_allreduce_mean(dp_, *compressor_, buckets_[b].data_ptr<float>(),
-                                          static_cast<std::size_t>(buckets_[b].numel()), feedback_[b],
+      bytes_ += compressed_allreduce_mean(dp_, *compressor_, buckets_[b], feedback_[b],
                                           "gradient bucket " + std::to_string(b));
     comm_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
     return comm_s_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gridtrain/comm/compressor.hpp"
+#include "gridtrain/parallel/compressed_allreduce.hpp"
 
 using namespace gridtrain;
 
@@ -18,6 +19,10 @@ std::vector<float> random_vector(std::size_t n, unsigned seed, float scale = 1.0
   std::vector<float> v(n);
   for (auto& x : v) x = d(gen);
   return v;
+}
+
+torch::Tensor view_of(std::vector<float>& v) {
+  return torch::from_blob(v.data(), {static_cast<std::int64_t>(v.size())}, torch::kFloat32);
 }
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
@@ -85,7 +90,7 @@ TEST_CASE("compressed allreduce: every rank gets the same mean, within the forma
     auto c = make_compressor(name);
     auto data = mine;
     FeedbackState state;
-    const auto bytes = compressed_allreduce_mean(axis, *c, data.data(), n, state, "test");
+    const auto bytes = compressed_allreduce_mean(axis, *c, view_of(data), state, "test");
     CHECK(rel_l2(data, exact) < tol);
     CHECK(bytes == 2 * (p - 1) * c->compressed_bytes((n + p - 1) / p));
     std::vector<float> lo(data), hi(data);  // bitwise identical on all ranks
@@ -103,7 +108,7 @@ TEST_CASE("compressed allreduce: every rank gets the same mean, within the forma
   std::size_t bytes = 0;
   for (int t = 0; t < rounds; ++t) {
     auto data = mine;
-    bytes = compressed_allreduce_mean(axis, *c, data.data(), n, state, "onebit");
+    bytes = compressed_allreduce_mean(axis, *c, view_of(data), state, "onebit");
     for (std::size_t i = 0; i < n; ++i) sum[i] += data[i];
   }
   for (auto& v : sum) v /= rounds;

@@ -41,7 +41,7 @@ TEST_CASE("grid coordinates and axis sizes for 8-rank shapes", "[np8]") {
     for (int i = 0; i < pp; ++i) CHECK(ppm[i] == rank - c[0] * dp * tp + i * dp * tp);
   }
   CHECK(Grid(MPI_COMM_WORLD, resolve_shape(0, 2, 2, world)).describe() ==
-        "Process grid: 2 (dp) x 2 (tp) x 2 (pp) = 8 MPI ranks");
+        "Process grid: 2 (dp) x 2 (tp) x 2 (pp) = 8 MPI ranks, mpi backend");
 }
 
 TEST_CASE("grid shapes that do not fill the world are rejected", "[np8]") {

@@ -41,6 +41,11 @@ TEST_CASE("each kind of bad key or value gives its own message", "[config]") {
   CHECK_THAT(problems("[train]\nsteps = 1\nsteps = 2\n"), Catch::Contains("given more than once"));
   CHECK_THAT(problems("", {"--optim.bogus=1"}), Catch::Contains("command line: unknown key 'optim.bogus'"));
   CHECK_THAT(problems("", {"stray"}), Catch::Contains("unexpected argument 'stray'"));
+  CHECK_THAT(problems("[comm]\nbackend = nccl\n[train]\ndevice = cpu\n"),
+             Catch::Contains("comm.backend = nccl moves device buffers, but train.device = cpu"));
+  CHECK_THAT(problems("[comm]\nbackend = mpi\n[train]\ndevice = cuda\n"), Catch::Contains("CUDA-aware MPI"));
+  CHECK_THAT(problems("[comm]\nbackend = gloo\n"), Catch::Contains("valid: one of auto mpi nccl"));
+  CHECK(problems("[comm]\nbackend = nccl\n[train]\ndevice = cuda\n").empty());
 }
 
 TEST_CASE("all problems are reported together", "[config]") {

@@ -65,6 +65,7 @@ class Trainer {
   Log& log_;
   double peak_gflops_;
   std::unique_ptr<Grid> grid_;
+  torch::Device device_{torch::kCPU};  // train.device, resolved
   int accum_ = 1;
   TokenData data_;
   std::unique_ptr<Sampler> sampler_;

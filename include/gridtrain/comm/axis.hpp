@@ -1,9 +1,12 @@
 // One axis of the process grid (dp, tp or pp) as a communicator with axis-named collectives.
-// CPU backend: MPI on host buffers. Every non-blocking operation returns a Work handle; waiting
-// on it longer than comm.timeout_s throws CommTimeout naming the axis, the operation, its
-// sequence number on the axis and the caller's label (e.g. the bucket), instead of hanging.
+// Backends: `mpi` (host buffers, MPI's non-blocking collectives) and `nccl` (device buffers; see
+// comm/device_comm.hpp), chosen per axis by attaching a DeviceComm. Every non-blocking operation
+// returns a Work handle; waiting on it longer than comm.timeout_s throws CommTimeout naming the
+// axis, the operation, its sequence number on the axis and the caller's label (e.g. the
+// bucket), instead of hanging.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -22,9 +25,20 @@ class CommTimeout : public std::runtime_error {
 /// unwinds (then the request is abandoned: the job is going down).
 class Work {
  public:
+  /// A device backend's operation in flight (e.g. a CUDA event after an NCCL call).
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    /// True once complete (and later work on the compute stream is ordered after it); throws
+    /// std::runtime_error when the backend reports an error.
+    virtual bool test() = 0;
+  };
+
   Work() = default;
   Work(MPI_Request req, std::string what, double timeout_s)
       : req_(req), what_(std::move(what)), timeout_s_(timeout_s) {}
+  Work(std::unique_ptr<Pending> pending, std::string what, double timeout_s)
+      : pending_(std::move(pending)), what_(std::move(what)), timeout_s_(timeout_s) {}
   Work(Work&& o) noexcept;
   Work& operator=(Work&& o) noexcept;
   Work(const Work&) = delete;
@@ -33,14 +47,20 @@ class Work {
   /// Throws CommTimeout after timeout_s seconds (0 = wait forever); the Work stays pending and
   /// can be waited on again.
   void wait();
-  /// Polls the request (MPI_Test), which also lets MPI progress it; true once it is complete.
+  /// Polls the request (MPI_Test, which also lets MPI progress it, or the device backend's
+  /// completion); true once it is complete.
   bool test();
 
  private:
+  bool pending() const { return req_ != MPI_REQUEST_NULL || pending_; }
+
   MPI_Request req_ = MPI_REQUEST_NULL;
+  std::unique_ptr<Pending> pending_;
   std::string what_;
   double timeout_s_ = 0;
 };
+
+class DeviceComm;
 
 class Axis {
  public:
@@ -56,8 +76,14 @@ class Axis {
   int rank() const { return rank_; }
   MPI_Comm comm() const { return comm_; }
 
+  /// From now on the buffer operations below run on `device` (the nccl backend) and take
+  /// device pointers. The double allreduce stays on MPI (host scalars).
+  void attach(std::unique_ptr<DeviceComm> device);
+  /// "mpi" or "nccl".
+  const char* backend() const;
+
   // Non-blocking operations; label says what the data is (e.g. "bucket 3") for error messages.
-  // Counts above MPI's int range throw std::runtime_error.
+  // Counts above MPI's int range throw std::runtime_error (mpi backend).
 
   /// In-place sum over the axis of n floats.
   Work allreduce_sum(float* data, std::size_t n, const std::string& label = "");
@@ -78,15 +104,17 @@ class Axis {
 
  private:
   std::string describe(const char* op, const std::string& label);
-  /// Numbers the operation, lets start(what, &request) post it, and wraps the request.
-  template <class Start>
-  Work issue(const char* op, const std::string& label, Start&& start);
+  /// Numbers the operation and posts it: on the device backend with device(DeviceComm&),
+  /// which returns its Pending, else with mpi(what, &request).
+  template <class Mpi, class Device>
+  Work issue(const char* op, const std::string& label, Mpi&& mpi, Device&& device);
 
   std::string name_;
   MPI_Comm comm_;
   int size_ = 1, rank_ = 0;
   double timeout_s_ = 0;
   unsigned long long seq_ = 0;  // operations issued on this axis
+  std::unique_ptr<DeviceComm> device_;
 };
 
 }  // namespace gridtrain

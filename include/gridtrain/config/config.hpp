@@ -53,12 +53,29 @@ struct Config {
     int eval_interval = 100;  ///< steps between validation passes; 0 = only at the end
     int eval_samples = 256;   ///< validation windows per pass (fixed subset)
     std::uint64_t seed = 1337;
+    std::string device = "auto";  ///< auto | cpu | cuda (auto: cuda when built for it and a GPU is visible)
+    int max_consecutive_skips = 10;  ///< non-finite steps in a row (at the minimum loss scale) before aborting
+    bool skip_outliers = false;      ///< skip steps whose loss or grad norm is a z-score outlier
+    int outlier_window = 100;        ///< accepted steps the z-score is taken over
+    double outlier_z = 6.0;          ///< z-score above which a step is an outlier
+    std::string on_oom = "abort";    ///< abort | backoff (halve the micro-batch, double accumulation)
   } train;
+  struct Precision {
+    std::string type = "fp32";          ///< fp32 | bf16 | fp16 (autocast compute; fp32 master weights)
+    std::string loss_scaling = "auto";  ///< auto (dynamic for fp16) | dynamic | none
+    double init_scale = 65536.0;
+    double growth_factor = 2.0;
+    double backoff_factor = 0.5;
+    int growth_interval = 1000;
+    int hysteresis = 2;
+    double min_scale = 1.0;
+  } precision;
   struct Comm {
     double bucket_mb = 25.0;  ///< gradient bucket size, MiB
     bool overlap = true;      ///< start each bucket's allreduce during backward
     double timeout_s = 300;   ///< a communication taking longer is an error; 0 = no limit
     std::string compression = "none";  ///< none | fp16 | bf16 (gradient exchange format)
+    std::string backend = "auto";      ///< auto | mpi | nccl (auto: nccl on cuda, else mpi)
   } comm;
   struct Checkpoint {
     std::string dir = "none";  ///< directory of step-XXXXXXXX.h5 and `latest`; none = no checkpoints
@@ -77,6 +94,11 @@ struct Config {
     double slow_checkpoint_s = 0.0;  ///< fault injection: sleep before closing a checkpoint file
     int stall_rank = -1;             ///< fault injection: this world rank stalls at the start of step 2
     double stall_s = 0.0;            ///< ... for this many seconds (a rank late to its collectives)
+    std::string nonfinite = "none";  ///< fault injection: none | loss | grad (NaN loss / Inf gradient)
+    int nonfinite_step = 1;          ///< ... first step (1-based) it happens at
+    int nonfinite_steps = 1;         ///< ... for this many steps in a row
+    int nonfinite_rank = 0;          ///< ... on this world rank
+    double alloc_limit_mb = 0.0;     ///< fault injection: a micro-batch whose activations exceed this fails like an OOM
   } debug;
 
   std::string deck_name;  ///< where the deck came from (path or "built in")

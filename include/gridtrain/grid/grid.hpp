@@ -35,7 +35,10 @@ class Grid {
   MPI_Comm comm() const { return cart_; }
   /// Coordinates of this rank: {pp, dp, tp}.
   std::array<int, 3> coords() const { return coords_; }
-  /// "Process grid: 2 (dp) x 1 (tp) x 1 (pp) = 2 MPI ranks"
+  /// Switches every axis to the nccl backend (comm/device_comm.hpp): collective over the grid,
+  /// on the current CUDA device. Throws std::runtime_error in a CPU build or when NCCL fails.
+  void use_nccl();
+  /// "Process grid: 2 (dp) x 1 (tp) x 1 (pp) = 2 MPI ranks, mpi backend"
   std::string describe() const;
 
   ~Grid();

@@ -46,7 +46,7 @@ class Block : public torch::nn::Module {
 class Gpt : public LanguageModel {
  public:
   explicit Gpt(const GptShape& s);
-  /// idx (B, T) int64, T <= block_size -> logits (B, T, V) fp32.
+  /// idx (B, T) int64, T <= block_size -> logits (B, T, V), fp32 (bf16/fp16 under autocast).
   torch::Tensor forward(const torch::Tensor& idx);
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;
   torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) override;
@@ -59,6 +59,8 @@ class Gpt : public LanguageModel {
   const GptShape& shape() const { return s_; }
 
  private:
+  torch::Tensor fp32_logits(const torch::Tensor& idx);  // (B·T, V) fp32
+
   GptShape s_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> h_;

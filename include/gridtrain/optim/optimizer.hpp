@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "gridtrain/comm/compressor.hpp"
+#include "gridtrain/parallel/compressed_allreduce.hpp"
 
 namespace gridtrain {
 
@@ -36,9 +36,9 @@ class Optimizer {
   /// True when the next step() exchanges optimizer state over dp itself, so that gradients must
   /// stay local (not be allreduced) for that step.
   virtual bool owns_communication() const { return false; }
-  /// State that differs between ranks (error-feedback residuals), by name. Checkpoints store it
-  /// per rank and restore it onto the same number of ranks.
-  virtual std::vector<std::pair<std::string, std::vector<float>*>> rank_state() { return {}; }
+  /// State that differs between ranks (error-feedback residuals: flat fp32 tensors), by name.
+  /// Checkpoints store it per rank and restore it in place onto the same number of ranks.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> rank_state() { return {}; }
   /// Bytes this rank sent on dp during the last step() (0 for optimizers that do not communicate).
   virtual std::uint64_t bytes_sent() const { return 0; }
 
@@ -112,7 +112,7 @@ class OnebitAdam : public Optimizer {
   std::string type() const override { return "onebit_adam"; }
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
   bool owns_communication() const override { return steps_ >= freeze_; }
-  std::vector<std::pair<std::string, std::vector<float>*>> rank_state() override;
+  std::vector<std::pair<std::string, torch::Tensor>> rank_state() override;
   std::uint64_t bytes_sent() const override { return bytes_; }
 
  private:

@@ -24,7 +24,7 @@
 #include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
-#include "gridtrain/comm/compressor.hpp"
+#include "gridtrain/parallel/compressed_allreduce.hpp"
 
 namespace gridtrain {
 
@@ -76,7 +76,10 @@ class Reducer {
   std::vector<Work> work_;                        // per bucket
   std::unique_ptr<Compressor> compressor_;        // null: plain fp32 allreduce
   std::vector<FeedbackState> feedback_;           // per bucket, for error-feedback compressors
-  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
+  // The gradient accumulator node (shared_ptr in LibTorch 1.x, intrusive_ptr in 2.x) and its
+  // post-hook key.
+  using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<std::pair<AccumulatorPtr, std::uintptr_t>> hooks_;
   bool communicating_ = false;
   std::size_t next_ = 0;  // next bucket to start
   std::uint64_t bytes_ = 0;

@@ -1,0 +1,52 @@
+// The `nccl` backend of an Axis: one NCCL communicator per axis, created by broadcasting an
+// ncclUniqueId over the axis's MPI communicator, a dedicated CUDA stream per axis, and events
+// that order it against the compute stream (CUDA's legacy default stream, LibTorch's default):
+// each operation first waits for the work queued on the compute stream, and its Work completes
+// (Work::test) after making the compute stream wait for the operation's end.
+//
+// Only the cuda build (cmake --preset cuda) implements it; the CPU build's factory throws.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+#include "gridtrain/comm/axis.hpp"
+
+namespace gridtrain {
+
+/// Device-buffer collectives of one axis; same meaning and sizes as Axis's operations.
+/// Point-to-point messages between a pair of ranks are matched in issue order (NCCL has no tags).
+class DeviceComm {
+ public:
+  using Op = std::unique_ptr<Work::Pending>;
+  virtual ~DeviceComm() = default;
+  virtual Op allreduce_sum(float* data, std::size_t n) = 0;
+  virtual Op reduce_scatter_sum(const float* in, float* out, std::size_t n) = 0;
+  virtual Op all_gather(const void* in, void* out, std::size_t bytes) = 0;
+  virtual Op broadcast(void* data, std::size_t bytes, int root) = 0;
+  virtual Op all_to_all(const void* in, void* out, std::size_t bytes) = 0;
+  virtual Op send(const void* data, std::size_t bytes, int peer) = 0;
+  virtual Op recv(void* data, std::size_t bytes, int peer) = 0;
+};
+
+/// Whether this build has the GPU path and at least one CUDA device is visible.
+bool cuda_available();
+
+/// Picks this rank's CUDA device (node-local rank modulo the visible devices), makes it
+/// current and returns its index. Collective over world. Throws std::runtime_error without a
+/// device or in a CPU build.
+int select_cuda_device(MPI_Comm world);
+
+/// Creates the NCCL communicator over `comm` (collective over it) on the current device.
+/// Throws std::runtime_error naming the axis when NCCL fails, and in a CPU build.
+std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm comm, const std::string& axis);
+
+class Compressor;
+/// The CUDA kernels of a compression format (comm/compressor.hpp), on device pointers, queued on
+/// the compute stream. Throws std::runtime_error in a CPU build, std::invalid_argument for an
+/// unknown name.
+std::unique_ptr<Compressor> make_cuda_compressor(const std::string& name);
+
+}  // namespace gridtrain

@@ -1,0 +1,30 @@
+// Mixed precision: autocast for the forward pass (precision.type), as torch.autocast does in
+// Python. Matmuls and linear layers run in bf16 (CPU, CUDA) or fp16 (CUDA); parameters,
+// gradients and optimizer state stay fp32, and the loss is computed in fp32 by the model.
+#pragma once
+#include <string>
+
+#include <torch/torch.h>
+
+namespace gridtrain {
+
+/// The compute dtype of precision.type ("fp32" → kFloat, "bf16" → kBFloat16, "fp16" → kHalf).
+/// Throws std::invalid_argument for anything else.
+torch::ScalarType compute_dtype(const std::string& precision);
+
+/// Enables autocast on device's type for its lifetime (no-op for fp32), restoring the previous
+/// state after. Not copyable; nest freely.
+class AutocastGuard {
+ public:
+  AutocastGuard(const std::string& precision, const torch::Device& device);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  torch::DeviceType type_;
+  bool active_ = false, was_enabled_ = false;
+  torch::ScalarType previous_dtype_ = torch::kFloat;
+};
+
+}  // namespace gridtrain

@@ -1,0 +1,29 @@
+// The CPU build's stand-ins for comm/device_comm.hpp: no device, and a clear error for anything
+// that asks for one.
+#include <stdexcept>
+
+#include "gridtrain/comm/device_comm.hpp"
+
+namespace gridtrain {
+namespace {
+
+[[noreturn]] void no_cuda(const std::string& what) {
+  throw std::runtime_error(what + " needs the GPU build of gridtrain (scripts/fetch-libtorch-cuda; cmake --preset "
+                           "cuda); this one was built for CPU only");
+}
+
+}  // namespace
+
+bool cuda_available() { return false; }
+
+int select_cuda_device(MPI_Comm) { no_cuda("train.device = cuda"); }
+
+std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm, const std::string& axis) {
+  no_cuda("comm.backend = nccl (axis " + axis + ")");
+}
+
+std::unique_ptr<Compressor> make_cuda_compressor(const std::string& name) {
+  no_cuda("comm.compression = " + name + " on a CUDA device");
+}
+
+}  // namespace gridtrain
