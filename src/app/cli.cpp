@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "Usage:\n"
     "  mpirun -np N gridtrain [-i DECK] [--section.key=value ...]   train (no -i: built-in KJV GPT deck)\n"
     "  mpirun -np N gridtrain [-i DECK] --restart CKPT [...]         resume (= --checkpoint.resume=CKPT)\n"
+    "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
     "  gridtrain prepare text --input FILE --output FILE.h5 [--val-fraction F]\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain --help | --version\n";
@@ -72,7 +73,7 @@ int run(int argc, char** argv, int rank, Log& log) {
 
   po::options_description desc;
   desc.add_options()("help,h", "")("version,V", "")("in,i", po::value<std::string>())(
-      "restart", po::value<std::string>());
+      "restart", po::value<std::string>())("dry-run", "");
   po::variables_map vm;
   po::parsed_options parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
   po::store(parsed, vm);
@@ -92,7 +93,7 @@ int run(int argc, char** argv, int rank, Log& log) {
   auto overrides = po::collect_unrecognized(parsed.options, po::include_positional);
   if (vm.count("restart")) overrides.push_back("--checkpoint.resume=" + vm["restart"].as<std::string>());
   const Config cfg = parse_config(deck, deck_name, overrides);
-  return run_training(cfg, MPI_COMM_WORLD, log);
+  return vm.count("dry-run") ? dry_run(cfg, MPI_COMM_WORLD, log) : run_training(cfg, MPI_COMM_WORLD, log);
 }
 
 }  // namespace

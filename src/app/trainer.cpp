@@ -3,10 +3,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <new>
 #include <thread>
 
 #include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/util/autocast.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/memory.hpp"
 #include "gridtrain/util/signals.hpp"
 
 namespace gridtrain {
@@ -39,10 +43,17 @@ GridShape trainable_shape(const Config& c, MPI_Comm world) {
 }
 
 // train.device and comm.backend resolved: picks this rank's GPU when training on CUDA and
-// switches the grid to NCCL when asked (config.cpp already rejected mixed combinations).
+// switches the grid to NCCL unless comm.backend = mpi (config.cpp rejected the combinations that
+// cannot work when both were explicit; here auto has been resolved).
 torch::Device setup_device(const Config& c, Grid& grid) {
   const bool cuda = c.train.device == "cuda" || (c.train.device == "auto" && cuda_available());
-  if (!cuda) return torch::kCPU;
+  if (!cuda) {
+    const std::string resolved = c.train.device == "auto" ? " (train.device = auto found no CUDA device)" : "";
+    if (c.comm.backend == "nccl") throw Error("comm.backend = nccl needs train.device = cuda" + resolved);
+    if (c.precision.type == "fp16")
+      throw Error("precision.type = fp16 needs CUDA" + resolved + "; on the CPU use precision.type = bf16");
+    return torch::kCPU;
+  }
   try {
     const int index = select_cuda_device(grid.comm());
     if (c.comm.backend != "mpi") grid.use_nccl();
@@ -101,11 +112,27 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
              std::to_string(reducer_->bucket_count()) + " gradient bucket(s)\n");
   log_.print("LR: peak " + fmt("%.4g", schedule_.peak()) + ", lr(0) = " + fmt("%.4g", schedule_(0)) + "\n");
 
+  const bool dynamic = cfg.precision.loss_scaling == "dynamic" ||
+                       (cfg.precision.loss_scaling == "auto" && cfg.precision.type == "fp16");
+  if (dynamic) {
+    const auto& p = cfg.precision;
+    scaler_ = std::make_unique<LossScaler>(LossScalerOptions{p.init_scale, p.growth_factor, p.backoff_factor,
+                                                             p.growth_interval, p.hysteresis, p.min_scale});
+  }
+  if (cfg.train.skip_outliers) {
+    loss_window_ = std::make_unique<OutlierWindow>(cfg.train.outlier_window, cfg.train.outlier_z);
+    norm_window_ = std::make_unique<OutlierWindow>(cfg.train.outlier_window, cfg.train.outlier_z);
+  }
+  compute_bytes_ = static_cast<int>(torch::elementSize(compute_dtype(cfg.precision.type)));
+  log_.print("Precision: " + cfg.precision.type + " compute, fp32 weights and optimizer state" +
+             (scaler_ ? ", dynamic loss scale from " + fmt("%g", scaler_->scale()) : "") + "\n");
+
   checkpointer_ = std::make_unique<Checkpointer>(cfg, *grid_, log_);
   if (auto path = checkpointer_->resume_path()) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
     start_step_ = at.step;
     sample_index_ = at.sample_index;
+    restore(at.train);
   }
 }
 
@@ -119,18 +146,36 @@ torch::Tensor Trainer::train_batch(std::uint64_t first, int rows) {
   return batch.to(device_);
 }
 
-double Trainer::forward_backward() {
+bool Trainer::injects(const std::string& what, long long step) const {
+  const auto& d = cfg_.debug;
+  return d.nonfinite == what && grid_->rank() == d.nonfinite_rank && step + 1 >= d.nonfinite_step &&
+         step + 1 < d.nonfinite_step + d.nonfinite_steps;
+}
+
+double Trainer::forward_backward(long long step, double loss_scale) {
   const int B = cfg_.train.micro_batch, T = cfg_.model.block_size;
   const std::uint64_t first = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) * B * accum_;
+  const double limit = cfg_.debug.alloc_limit_mb * 1024 * 1024;
+  if (limit > 0 && model_->activation_bytes(B, compute_bytes_) > limit)
+    throw std::bad_alloc();  // fault injection: as if this micro-batch's activations did not fit
   double loss_sum = 0.0;
   for (int m = 0; m < accum_; ++m) {
     auto batch = train_batch(first + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
     timer_.stamp(Section::Data);
-    auto loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1));
+    torch::Tensor loss;
+    {
+      AutocastGuard autocast(cfg_.precision.type, device_);
+      loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1));  // fp32
+    }
     if (accum_ > 1) loss = loss / accum_;
+    if (injects("loss", step)) loss = loss + std::numeric_limits<double>::quiet_NaN();
+    const bool last = m + 1 == accum_;
+    // An Inf in a gradient before backward stays Inf through accumulation and the allreduce;
+    // written before any bucket can be in flight.
+    if (last && injects("grad", step)) model_->parameters().front().mutable_grad().view(-1)[0].fill_(INFINITY);
     // An optimizer that exchanges its own state (1-bit Adam after its freeze) keeps gradients local.
-    reducer_->begin_backward(/*last=*/m + 1 == accum_ && !optimizer_->owns_communication());
-    loss.backward();
+    reducer_->begin_backward(/*last=*/last && !optimizer_->owns_communication());
+    (loss_scale != 1.0 ? loss * loss_scale : loss).backward();
     loss_sum += loss.item<double>();
     timer_.stamp(Section::Compute);
   }
@@ -147,11 +192,130 @@ double Trainer::evaluate() {
     auto* out = batch.data_ptr<std::int64_t>();
     for (int b = 0; b < rows; ++b) copy_window(data_.val, val_starts_[i + b], T, out + b * (T + 1));
     batch = batch.to(device_);
+    AutocastGuard autocast(cfg_.precision.type, device_);
     sums[0] += model_->loss_sum(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)).item<double>();
     sums[1] += static_cast<double>(rows) * T;
   }
   grid_->dp().allreduce_sum(sums, 2, "validation loss");
   return sums[0] / sums[1];
+}
+
+// One optimizer step. Every rank reaches the same verdict from one reduction (the loss, the
+// squared norm, a non-finite flag and an out-of-memory flag, summed over the grid), so a skip or
+// a retry never leaves ranks in different places.
+Trainer::StepOutcome Trainer::train_step(long long s, double lr) {
+  reducer_->zero_grad();
+  timer_.stamp(Section::Other);
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  const bool local_grads = optimizer_->owns_communication();
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};  // loss, squared norm, ranks non-finite, ranks out of memory
+  try {
+    sums[0] = forward_backward(s, loss_scale);
+  } catch (const std::bad_alloc&) {
+    sums[3] = 1;
+  } catch (const c10::OutOfMemoryError&) {
+    sums[3] = 1;
+  }
+  // The gradient exchange runs even after an out-of-memory error, so that every rank issues the
+  // same collectives; the step is then discarded.
+  if (!local_grads) {
+    exposed_comm_s_ += reducer_->finish();
+    total_comm_s_ += reducer_->comm_s();
+  }
+  const double local_norm = reducer_->grad_norm() / loss_scale;
+  sums[1] = local_norm * local_norm;
+  sums[2] = std::isfinite(sums[0]) && std::isfinite(sums[1]) ? 0.0 : 1.0;
+  grid_->dp().allreduce_sum(sums, 4, "loss, gradient norm and step flags");
+  timer_.stamp(Section::Comm);
+  if (sums[3] > 0) return back_off(s, static_cast<int>(sums[3]));
+
+  const double loss = sums[0] / grid_->dp().size();
+  // Reported: the norm of the averaged gradient, or with local gradients the RMS of the ranks'
+  // norms. Clipping uses what this rank holds.
+  const double norm = local_grads ? std::sqrt(sums[1] / grid_->dp().size()) : local_norm;
+  const bool finite = sums[2] == 0;
+  const bool outlier = finite && loss_window_ && (loss_window_->is_outlier(loss) || norm_window_->is_outlier(norm));
+  if (scaler_) scaler_->update(finite);
+  if (!finite || outlier) {
+    skip(s, finite ? "outlier" : "non-finite", loss, norm);
+    return {loss, norm};
+  }
+  stuck_ = 0;
+  if (loss_window_) loss_window_->add(loss), norm_window_->add(norm);
+  double factor = 1.0 / loss_scale;  // unscale and clip in one pass over the gradients
+  if (cfg_.optim.clip_grad > 0 && local_norm > cfg_.optim.clip_grad) factor *= cfg_.optim.clip_grad / (local_norm + 1e-6);
+  if (factor != 1.0) reducer_->scale(factor);
+  optimizer_->step(lr);
+  return {loss, norm};
+}
+
+// A skipped update still consumes its data and its LR-schedule slot (the step counter moves on,
+// as with Megatron-LM and PyTorch's GradScaler under a per-iteration scheduler); the optimizer's
+// own step count (Adam's bias correction) does not.
+void Trainer::skip(long long s, const char* why, double loss, double norm) {
+  const bool nonfinite = std::string(why) == "non-finite";
+  ++(nonfinite ? skipped_nonfinite_ : skipped_outliers_);
+  log_.print("Step " + std::to_string(s + 1) + ": update skipped, " + why + " (loss " + fmt("%.4g", loss) +
+             ", grad norm " + fmt("%.4g", norm) + (scaler_ ? ", loss scale now " + fmt("%g", scaler_->scale()) : "") +
+             ")\n");
+  if (!nonfinite || (scaler_ && !scaler_->at_min())) return;
+  if (++stuck_ >= cfg_.train.max_consecutive_skips)
+    throw Error("step " + std::to_string(s + 1) + ": " + std::to_string(stuck_) +
+                " steps in a row had a non-finite loss or gradient" +
+                (scaler_ ? " at the minimum loss scale " + fmt("%g", scaler_->scale()) : "") +
+                " (train.max_consecutive_skips = " + std::to_string(cfg_.train.max_consecutive_skips) +
+                "); stopping. Lower optim.lr, raise optim.warmup_steps, or use precision.type = bf16/fp32");
+}
+
+// Out of memory on `ranks` ranks: with train.on_oom = backoff, every rank halves the
+// micro-batch and doubles accumulation (same global batch, same LR) and the step is retried.
+Trainer::StepOutcome Trainer::back_off(long long s, int ranks) {
+  const int B = cfg_.train.micro_batch;
+  const std::string what = "step " + std::to_string(s + 1) + ": out of memory in forward/backward on " +
+                           std::to_string(ranks) + " rank(s) with train.micro_batch = " + std::to_string(B);
+  if (cfg_.train.on_oom != "backoff")
+    throw Error(what + "; lower train.micro_batch (accumulation keeps the global batch) or set train.on_oom = backoff");
+  if (B % 2 != 0) throw Error(what + ", which cannot be halved; set an even train.micro_batch");
+  cfg_.train.micro_batch = B / 2;
+  accum_ *= 2;
+  ++oom_backoffs_;
+  log_.print(what + ": micro-batch " + std::to_string(B) + " -> " + std::to_string(B / 2) + ", accumulation " +
+             std::to_string(accum_ / 2) + " -> " + std::to_string(accum_) + "; retrying the step\n");
+  return {0.0, 0.0, /*retry=*/true};
+}
+
+TrainState Trainer::train_state() const {
+  TrainState st{{"skipped_steps", {static_cast<double>(skipped_nonfinite_), static_cast<double>(skipped_outliers_),
+                                   static_cast<double>(stuck_)}}};
+  if (scaler_) {
+    const auto a = scaler_->state();
+    st.push_back({"loss_scaler", {a.begin(), a.end()}});
+  }
+  if (loss_window_) {
+    st.push_back({"outlier_window_loss", loss_window_->state()});
+    st.push_back({"outlier_window_grad_norm", norm_window_->state()});
+  }
+  return st;
+}
+
+void Trainer::restore(const TrainState& st) {
+  for (const auto& [name, v] : st) {
+    if (name == "skipped_steps" && v.size() == 3) {
+      skipped_nonfinite_ = static_cast<long long>(v[0]);
+      skipped_outliers_ = static_cast<long long>(v[1]);
+      stuck_ = static_cast<long long>(v[2]);
+    } else if (name == "loss_scaler" && scaler_ && v.size() == 3) {
+      scaler_->set_state({v[0], v[1], v[2]});
+    } else if (name.rfind("outlier_window_", 0) == 0 && loss_window_) {
+      try {
+        (name == "outlier_window_loss" ? loss_window_ : norm_window_)->set_state(v);
+      } catch (const std::invalid_argument& e) {
+        log_.print(std::string("Outlier windows start empty: ") + e.what() + "\n");
+        loss_window_->set_state(OutlierWindow(cfg_.train.outlier_window, cfg_.train.outlier_z).state());
+        norm_window_->set_state(loss_window_->state());
+      }
+    }
+  }
 }
 
 RunResult Trainer::run() {
@@ -177,27 +341,13 @@ RunResult Trainer::run() {
   for (long long s = start_step_; s < steps; ++s) {
     if (s == 1 && grid_->rank() == cfg_.debug.stall_rank)  // fault injection: a rank late to step 2
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.stall_s));
-    reducer_->zero_grad();
-    timer_.stamp(Section::Other);
-    const bool local_grads = optimizer_->owns_communication();
-    double sums[2] = {forward_backward(), 0.0};  // loss, and the local squared norm when grads stay local
-    if (!local_grads) {
-      exposed_comm_s_ += reducer_->finish();
-      total_comm_s_ += reducer_->comm_s();
-    }
-    const double local_norm = reducer_->grad_norm();
-    sums[1] = local_norm * local_norm;
-    grid_->dp().allreduce_sum(sums, 2, "loss and gradient norm");
-    const double loss = sums[0] / grid_->dp().size();
-    timer_.stamp(Section::Comm);
-
-    // Reported: the norm of the averaged gradient, or with local gradients the RMS of the ranks'
-    // norms. Clipping uses what this rank holds.
-    const double norm = local_grads ? std::sqrt(sums[1] / grid_->dp().size()) : local_norm;
-    if (cfg_.optim.clip_grad > 0 && local_norm > cfg_.optim.clip_grad)
-      reducer_->scale(cfg_.optim.clip_grad / (local_norm + 1e-6));
     const double lr = schedule_(s);
-    optimizer_->step(lr);
+    const StepOutcome step = train_step(s, lr);
+    if (step.retry) {  // out of memory, backed off: the same step again with smaller micro-batches
+      --s;
+      continue;
+    }
+    const double loss = step.loss, norm = step.norm;
     const std::uint64_t step_bytes = reducer_->bytes_sent() + optimizer_->bytes_sent();
     dp_bytes_ += step_bytes;
     sample_index_ += static_cast<std::uint64_t>(cfg_.train.global_batch);
@@ -219,7 +369,8 @@ RunResult Trainer::run() {
           std::chrono::duration<double>(Clock::now() - interval_start).count() - interval_eval_s;
       const double tps = tokens_per_step * interval_steps / train_s;
       thermo.write({s + 1, loss, val, lr, norm, tps, 1e3 * train_s / interval_steps,
-                    flops_per_step * interval_steps / train_s / peak_total, step_bytes});
+                    flops_per_step * interval_steps / train_s / peak_total, step_bytes,
+                    scaler_ ? scaler_->scale() : 1.0, skipped_nonfinite_ + skipped_outliers_});
       interval_start = Clock::now();
       interval_eval_s = 0.0;
       interval_steps = 0;
@@ -231,7 +382,7 @@ RunResult Trainer::run() {
     const int sig = agree_stop_signal(grid_->comm());
     const bool stop = sig != 0 && !last;
     if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled()))
-      checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_);
+      checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_, train_state());
     timer_.stamp(Section::Checkpoint);
     if (stop) {
       r.stop_signal = sig;
@@ -243,6 +394,8 @@ RunResult Trainer::run() {
   }
   checkpointer_->wait();
   timer_.stamp(Section::Checkpoint);
+  r.skipped = skipped_nonfinite_ + skipped_outliers_;
+  r.loss_scale = scaler_ ? scaler_->scale() : 1.0;
   const double steps_run = static_cast<double>(r.losses.size());
   r.loop_s = std::chrono::duration<double>(Clock::now() - loop_start).count();
   r.tokens_per_s = tokens_per_step * steps_run / r.loop_s;
@@ -275,6 +428,12 @@ void Trainer::print_summary(const RunResult& r) {
                ", step-loop stall " + fmt("%.3f", checkpointer_->stall_s()) + " s, write " +
                fmt("%.3f", checkpointer_->write_s()) + (cfg_.checkpoint.async ? " s (background)" : " s") +
                ", waiting for the last write at exit " + fmt("%.3f", checkpointer_->drain_s()) + " s\n");
+  log_.print("\nStability: " + std::to_string(skipped_nonfinite_ + skipped_outliers_) + " update(s) skipped (" +
+             std::to_string(skipped_nonfinite_) + " non-finite, " + std::to_string(skipped_outliers_) + " outlier)" +
+             (scaler_ ? ", loss scale " + fmt("%g", scaler_->scale()) : "") +
+             (oom_backoffs_ ? ", " + std::to_string(oom_backoffs_) + " out-of-memory backoff(s) to train.micro_batch = " +
+                                  std::to_string(cfg_.train.micro_batch) : "") + "\n");
+  log_.print("Memory: peak RSS " + min_avg_max_mib(peak_rss_bytes(), grid_->comm()) + "\n");
   if (r.final_val_loss)
     log_.print("\nFinal validation loss: " + fmt("%.4f", *r.final_val_loss) + " nats/token (" +
                fmt("%.4f", *r.final_val_loss / std::log(2.0)) + " bits/token) over " + std::to_string(val_total_) +

@@ -37,6 +37,7 @@ struct Snapshot {
   std::uint64_t sample_index = 0, epoch = 0;
   std::string optim_type;
   long long optim_steps = 0;
+  TrainState train;
   std::vector<Tensor> tensors;
   std::string tmp_path, final_path;
 };
@@ -104,13 +105,14 @@ std::string Checkpointer::file_name(long long step) const {
 }
 
 void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model,
-                        Optimizer& opt) {
+                        Optimizer& opt, const TrainState& train) {
   const auto t0 = Clock::now();
   join_writer();  // one write in flight at a time
   // Reuse the previous snapshot's buffers: after the first save, the copy allocates nothing.
   auto snap = pending_ ? pending_ : std::make_shared<Snapshot>();
   snap->step = step;
   snap->sample_index = sample_index;
+  snap->train = train;
   snap->epoch = epoch;
   snap->optim_type = opt.type();
   snap->optim_steps = opt.steps();
@@ -210,6 +212,8 @@ void Checkpointer::write(const Snapshot& snap) {
       h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
       h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
       h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
+      H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
+      for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
     }
     if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.slow_checkpoint_s));
@@ -294,6 +298,17 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
                     std::to_string(seed));
       at.step = h5_read_attr_int(root, "step");
       at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
+      if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
+        H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
+        std::vector<std::string> names;
+        H5Aiterate2(train, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                    [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+                      static_cast<std::vector<std::string>*>(out)->push_back(name);
+                      return 0;
+                    },
+                    &names);
+        for (const auto& name : names) at.train.emplace_back(name, h5_read_attr_doubles(train, name));
+      }
       // Per-rank state restores only onto the same number of ranks; a resharded run starts
       // its RNG afresh and its error-feedback residuals at zero.
       const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());

@@ -98,6 +98,12 @@ torch::Tensor Gpt::loss_sum(const torch::Tensor& idx, const torch::Tensor& targe
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
+double Gpt::activation_bytes(int micro_batch, int elem_bytes) const {
+  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size;
+  const double per_layer = b * T * C * (34.0 + 5.0 * H * T / C) * elem_bytes / 2.0;
+  return s_.n_layer * per_layer + 8.0 * b * T * V;
+}
+
 double Gpt::flops_per_token() const {
   const double n = static_cast<double>(count_parameters(*this) - s_.block_size * s_.n_embd);
   return 6.0 * n + 12.0 * s_.n_layer * s_.n_embd * s_.block_size;

@@ -17,15 +17,15 @@ void Thermo::write(const ThermoRow& r) {
   if (!log_.active()) return;
   char line[256];
   if (!header_done_) {
-    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s\n", "Step", "Loss", "ValLoss", "LR",
-                  "GradNorm", "Tok/s", "ms/step", "MFU%");
+    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s\n", "Step", "Loss", "ValLoss", "LR",
+                  "GradNorm", "Tok/s", "ms/step", "MFU%", "Skips");
     log_.print(line);
     header_done_ = true;
   }
   char val[16] = "        -";
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
-  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f\n", r.step, r.loss, val, r.lr,
-                r.grad_norm, r.tokens_per_s, r.step_ms, 100.0 * r.mfu);
+  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld\n", r.step, r.loss, val,
+                r.lr, r.grad_norm, r.tokens_per_s, r.step_ms, 100.0 * r.mfu, r.skipped);
   log_.print(line);
 
   std::string json;
@@ -46,6 +46,8 @@ void Thermo::write(const ThermoRow& r) {
   add("step_ms", "%.6g", r.step_ms);
   add("mfu", "%.6g", r.mfu);
   add("comm_bytes", "%llu", static_cast<unsigned long long>(r.comm_bytes));
+  add("loss_scale", "%.8g", r.loss_scale);
+  add("skipped_steps", "%lld", r.skipped);
   jsonl_ << json << "}\n" << std::flush;
 }
 

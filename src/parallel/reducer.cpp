@@ -72,6 +72,9 @@ Reducer::~Reducer() {
 
 void Reducer::zero_grad() {
   for (auto& b : buckets_) b.zero_();
+  // A step that fails before its first backward (out of memory) must still start every bucket
+  // in finish(), like the ranks that got further.
+  begin_backward(false);
   bytes_ = 0;
   comm_s_ = 0;
 }

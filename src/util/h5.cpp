@@ -74,4 +74,25 @@ long long h5_read_attr_int(hid_t obj, const std::string& name) {
   return v;
 }
 
+void h5_write_attr(hid_t obj, const std::string& name, const std::vector<double>& values) {
+  const hsize_t n = values.size();
+  H5Id space(H5Screate_simple(1, &n, nullptr), "H5Screate_simple");
+  H5Id attr(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT),
+            "cannot create attribute '" + name + "'");
+  if (H5Awrite(attr, H5T_NATIVE_DOUBLE, values.data()) < 0)
+    throw std::runtime_error("cannot write attribute '" + name + "'");
+}
+
+std::vector<double> h5_read_attr_doubles(hid_t obj, const std::string& name) {
+  if (!h5_has_attr(obj, name)) throw std::runtime_error("attribute '" + name + "' is missing");
+  H5Id attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "cannot open attribute '" + name + "'");
+  H5Id type(H5Aget_type(attr), "H5Aget_type");
+  H5Id space(H5Aget_space(attr), "H5Aget_space");
+  if (H5Tget_class(type) != H5T_FLOAT || H5Sget_simple_extent_ndims(space) != 1)
+    throw std::runtime_error("attribute '" + name + "' is not a 1-D float array");
+  std::vector<double> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+  if (H5Aread(attr, H5T_NATIVE_DOUBLE, v.data()) < 0) throw std::runtime_error("cannot read attribute '" + name + "'");
+  return v;
+}
+
 }  // namespace gridtrain

@@ -8,63 +8,16 @@
 
 #include "../support/corpus.hpp"
 #include "../support/mpi_util.hpp"
+#include "../support/training.hpp"
 #include "gridtrain/app/trainer.hpp"
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/util/error.hpp"
 
 using namespace gridtrain;
+using namespace gridtrain::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-// A shared scratch directory (made by rank 0) with a small corpus in it.
-std::string shared_dir(const std::string& name) {
-  std::string dir;
-  if (world_rank() == 0) {
-    dir = test::temp_dir(name);
-    test::make_corpus(dir, 20000);
-  }
-  return test::bcast(dir, MPI_COMM_WORLD);
-}
-
-Config tiny(const std::string& dir, int steps, int global_batch) {
-  Config c = parse_config("", "test", {});
-  c.data.path = dir + "/corpus.h5";
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 16;
-  c.model.block_size = 16;
-  c.train.steps = steps;
-  c.train.micro_batch = 2;
-  c.train.global_batch = global_batch;
-  c.train.eval_samples = 4;
-  c.train.eval_interval = 0;
-  c.optim.warmup_steps = 4;
-  c.optim.decay_steps = 8;  // schedule independent of train.steps, so a short run is a prefix
-  c.output.dir = dir + "/out";
-  return c;
-}
-
-std::vector<torch::Tensor> snapshot(Trainer& t) {
-  std::vector<torch::Tensor> out;
-  for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
-  for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
-  return out;
-}
-
-bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].sizes() != b[i].sizes() || std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()) != 0)
-      return false;
-  return true;
-}
 
 std::string load_error(const Config& c, MPI_Comm comm) {
   Log quiet(false);

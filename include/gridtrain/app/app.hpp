@@ -17,6 +17,10 @@ int cli_main(int argc, char** argv);
 /// 128 + signal when it stopped early without one (checkpoint.dir = none).
 int run_training(const Config& cfg, MPI_Comm world, Log& log);
 
+/// --dry-run: prints the estimated memory per rank (parameters, gradients, optimizer state,
+/// activations) and FLOPs per step for cfg on world's grid, without training. Collective.
+/// Throws gridtrain::Error for a grid that does not fit world or an unreadable dataset.
+int dry_run(const Config& cfg, MPI_Comm world, Log& log);
 /// Best-of-reps GFLOP/s of an n×n×n fp32 matmul through LibTorch with the current threads.
 double measure_sgemm_gflops(int n, int reps);
 

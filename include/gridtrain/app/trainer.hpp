@@ -14,8 +14,10 @@
 #include "gridtrain/data/token_data.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/language_model.hpp"
+#include "gridtrain/optim/loss_scaler.hpp"
 #include "gridtrain/optim/lr_schedule.hpp"
 #include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/optim/outlier_guard.hpp"
 #include "gridtrain/output/thermo.hpp"
 #include "gridtrain/parallel/reducer.hpp"
 #include "gridtrain/util/log.hpp"
@@ -29,6 +31,8 @@ struct RunResult {
   std::vector<double> losses;      ///< global mean training loss per step run, nats/token
   std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
   std::optional<double> final_val_loss;
+  long long skipped = 0;    ///< updates skipped (non-finite or outlier), including before a resume
+  double loss_scale = 1.0;  ///< dynamic loss scale at the end (1 without loss scaling)
   double loop_s = 0;        ///< wall seconds of the step loop
   double tokens_per_s = 0;  ///< global training tokens / loop_s
   double mfu = 0;           ///< fraction of the summed per-rank peak
@@ -54,9 +58,21 @@ class Trainer {
   long long start_step() const { return start_step_; }
 
  private:
-  /// Sum of the training losses of this rank's micro-batches of the current step (each / accum);
-  /// reads the global batch that starts at sample_index_.
-  double forward_backward();
+  struct StepOutcome {
+    double loss = 0, norm = 0;  ///< global mean loss (nats/token), gradient norm before clipping
+    bool retry = false;         ///< out of memory and backed off: run the step again
+  };
+  StepOutcome train_step(long long s, double lr);
+  void skip(long long s, const char* why, double loss, double norm);
+  StepOutcome back_off(long long s, int ranks);
+  /// Sum of the training losses of this rank's micro-batches of step s (each / accum), backward
+  /// from loss · loss_scale; reads the global batch that starts at sample_index_. Throws
+  /// std::bad_alloc / c10::OutOfMemoryError when out of memory.
+  double forward_backward(long long s, double loss_scale);
+  /// Whether [debug] fault injection of kind `what` (loss | grad) applies to this rank at step s.
+  bool injects(const std::string& what, long long s) const;
+  TrainState train_state() const;
+  void restore(const TrainState& st);
   /// Fills a (rows, T+1) batch from the sampler for global sample indices first..first+rows-1.
   torch::Tensor train_batch(std::uint64_t first, int rows);
   void print_summary(const RunResult& r);
@@ -79,6 +95,12 @@ class Trainer {
   long long start_step_ = 0;
   std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
   double total_comm_s_ = 0, exposed_comm_s_ = 0;  // gradient allreduce: in flight, waited for
+  int compute_bytes_ = 4;                     // bytes per activation element at precision.type
+  std::unique_ptr<LossScaler> scaler_;        // null: no loss scaling
+  std::unique_ptr<OutlierWindow> loss_window_, norm_window_;  // null: train.skip_outliers = false
+  long long skipped_nonfinite_ = 0, skipped_outliers_ = 0;
+  long long stuck_ = 0;  // non-finite steps in a row at the minimum loss scale (or without one)
+  int oom_backoffs_ = 0;
   std::uint64_t dp_bytes_ = 0;                     // sent on dp by this rank (gradients, 1-bit momentum)
   Timer timer_;
 };

@@ -28,10 +28,15 @@ struct Snapshot;
 /// Format version written into and required from checkpoint files.
 inline constexpr int kCheckpointVersion = 1;
 
+/// Replicated step-loop state (loss scaler, skip counters, outlier windows) by name: fp64
+/// attributes of the group /train, the same on every rank.
+using TrainState = std::vector<std::pair<std::string, std::vector<double>>>;
+
 /// Where training continues after a load.
 struct ResumePoint {
   long long step = 0;              ///< optimizer steps completed
   std::uint64_t sample_index = 0;  ///< next global sample index of the sampler
+  TrainState train;                ///< what save() was given (empty for a file without /train)
 };
 
 class Checkpointer {
@@ -46,7 +51,8 @@ class Checkpointer {
   bool due(long long step) const;
   /// Saves the state after `step` steps; sample_index is the sampler's next global sample index
   /// and epoch its epoch. Collective over the grid. I/O failures are faults on the rank (abort).
-  void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model, Optimizer& opt);
+  void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model, Optimizer& opt,
+            const TrainState& train = {});
   /// Blocks until an outstanding asynchronous write has finished and is `latest` (end of run).
   void wait();
 

@@ -52,6 +52,10 @@ class Gpt : public LanguageModel {
   torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) override;
   /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT).
   double flops_per_token() const override;
+  /// Per layer b·T·C·(34 + 5·H·T/C) bytes at 2-byte activations (Korthikanti et al. 2022, §4.1,
+  /// "Reducing Activation Recomputation in Large Transformer Models"; no dropout here, so an
+  /// upper bound), scaled to elem_bytes; plus the fp32 logits and their softmax, 8·b·T·V.
+  double activation_bytes(int micro_batch, int elem_bytes) const override;
   /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
   /// biases 0, LayerNorm weight 1; each tensor drawn from its own generator seeded by
   /// splitmix64(seed, fnv1a(name)).

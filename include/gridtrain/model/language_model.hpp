@@ -19,6 +19,9 @@ class LanguageModel : public torch::nn::Module {
   virtual torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) = 0;
   /// Training FLOPs (forward + backward) per token.
   virtual double flops_per_token() const = 0;
+  /// Estimated activation memory kept for backward by one micro-batch of micro_batch sequences,
+  /// bytes, with activations of elem_bytes bytes (4 fp32, 2 bf16/fp16).
+  virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
   /// Sets every parameter from (seed, parameter name) alone, independent of the process grid.
   virtual void initialize(std::uint64_t seed) = 0;
 };

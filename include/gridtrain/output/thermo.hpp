@@ -21,6 +21,8 @@ struct ThermoRow {
   double mfu;                      ///< model FLOPs utilization, fraction of peak
   std::uint64_t comm_bytes;        ///< bytes this rank sent on the dp axis in this step (gradients
                                    ///< and, for 1-bit Adam, its compressed momentum exchange)
+  double loss_scale = 1.0;         ///< dynamic loss scale after this step (1 without scaling)
+  long long skipped = 0;           ///< updates skipped so far (non-finite or outlier steps)
 };
 
 class Thermo {

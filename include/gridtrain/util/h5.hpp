@@ -2,6 +2,7 @@
 // so that every early return or exception closes what was opened.
 #pragma once
 #include <string>
+#include <vector>
 #include <utility>
 
 #include <hdf5.h>
@@ -42,6 +43,9 @@ void h5_write_attr(hid_t obj, const std::string& name, const std::string& value)
 void h5_write_attr(hid_t obj, const std::string& name, long long value);
 std::string h5_read_attr_string(hid_t obj, const std::string& name);
 long long h5_read_attr_int(hid_t obj, const std::string& name);
+/// A 1-D fp64 attribute (values.size() >= 1).
+void h5_write_attr(hid_t obj, const std::string& name, const std::vector<double>& values);
+std::vector<double> h5_read_attr_doubles(hid_t obj, const std::string& name);
 bool h5_has_attr(hid_t obj, const std::string& name);
 
 }  // namespace gridtrain

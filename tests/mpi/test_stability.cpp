@@ -1,0 +1,112 @@
+// Stability under MPI: a non-finite loss or gradient on one rank makes every rank skip the same
+// update; out-of-memory backoff gives the run that started with the smaller micro-batch; the
+// loss scaler's state survives a resume bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "../support/training.hpp"
+#include "gridtrain/util/error.hpp"
+
+using namespace gridtrain;
+using namespace gridtrain::test;
+
+namespace {
+
+// The same bytes on every rank of world.
+bool identical_across_ranks(const std::vector<torch::Tensor>& state) {
+  for (const auto& t : state) {
+    auto lo = t.clone(), hi = t.clone();
+    MPI_Allreduce(MPI_IN_PLACE, lo.data_ptr<float>(), static_cast<int>(lo.numel()), MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, hi.data_ptr<float>(), static_cast<int>(hi.numel()), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+    if (!torch::equal(lo, hi)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that update", "[np4]") {
+  const auto dir = shared_dir("skip");
+  Log quiet(false);
+  Trainer one_step(tiny(dir, 1, 8), MPI_COMM_WORLD, quiet, 1.0);  // dp = 4
+  one_step.run();
+  const auto after_step_1 = snapshot(one_step);
+  for (const char* kind : {"loss", "grad"}) {
+    CAPTURE(kind);
+    Config c = tiny(dir, 2, 8);
+    c.debug.nonfinite = kind;
+    c.debug.nonfinite_step = 2;
+    c.debug.nonfinite_rank = 2;
+    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    const auto r = t.run();
+    CHECK(r.skipped == 1);
+    long long skipped[2] = {r.skipped, r.skipped};  // the same count on every rank
+    MPI_Allreduce(MPI_IN_PLACE, &skipped[0], 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &skipped[1], 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(skipped[0] == skipped[1]);
+    CHECK(bitwise_equal(snapshot(t), after_step_1));  // step 2 changed nothing
+    CHECK(identical_across_ranks(snapshot(t)));
+  }
+}
+
+TEST_CASE("persistent non-finite steps stop the run with the step named, on every rank", "[np2]") {
+  const auto dir = shared_dir("persistent");
+  Config c = tiny(dir, 20, 4);
+  c.debug.nonfinite = "grad";
+  c.debug.nonfinite_step = 3;
+  c.debug.nonfinite_steps = 100;
+  c.debug.nonfinite_rank = 1;
+  c.train.max_consecutive_skips = 4;
+  Log quiet(false);
+  Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+  CHECK_THROWS_WITH(t.run(), Catch::Contains("step 6: 4 steps in a row had a non-finite loss or gradient"));
+}
+
+TEST_CASE("out-of-memory backoff finishes with the losses of a run that started small", "[np2]") {
+  const auto dir = shared_dir("oom");
+  Log quiet(false);
+  Config small = tiny(dir, 4, 8);
+  small.train.micro_batch = 1;
+  const auto want = Trainer(small, MPI_COMM_WORLD, quiet, 1.0).run();
+  Config big = tiny(dir, 4, 8);
+  big.train.micro_batch = 4;
+  big.train.on_oom = "backoff";
+  Trainer probe(big, MPI_COMM_WORLD, quiet, 1.0);  // the limit: between the sizes of 1 and 2 sequences
+  big.debug.alloc_limit_mb = 1.5 * probe.model().activation_bytes(1, 4) / (1024.0 * 1024.0);
+  Trainer backed_off(big, MPI_COMM_WORLD, quiet, 1.0);
+  const auto got = backed_off.run();
+  CHECK(backed_off.accumulation() == 4);
+  CHECK(got.losses == want.losses);  // bit for bit
+  big.train.on_oom = "abort";
+  Trainer aborts(big, MPI_COMM_WORLD, quiet, 1.0);
+  CHECK_THROWS_WITH(aborts.run(), Catch::Contains("step 1: out of memory in forward/backward on 2 rank(s)"));
+}
+
+TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact", "[np2]") {
+  const auto dir = shared_dir("resume-scaler");
+  auto config = [&](int steps) {
+    Config c = tiny(dir, steps, 4);
+    c.precision.type = "bf16";
+    c.precision.loss_scaling = "dynamic";
+    c.precision.init_scale = 1024;
+    c.precision.growth_interval = 2;
+    return c;
+  };
+  Log quiet(false);
+  Trainer straight(config(8), MPI_COMM_WORLD, quiet, 1.0);
+  const auto full = straight.run();
+  CHECK(full.loss_scale == 16384);  // grown every 2 steps
+  Config first = config(3);
+  first.checkpoint.dir = dir + "/ckpt";
+  const auto part = Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+  CHECK(part.loss_scale == 2048);  // not the initial scale, and one step into the next interval
+  Config second = config(8);
+  second.checkpoint.dir = first.checkpoint.dir;
+  second.checkpoint.resume = "auto";
+  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+  const auto rest = resumed.run();
+  CHECK(rest.loss_scale == full.loss_scale);
+  for (int s = 3; s < 8; ++s) CHECK(rest.losses[s - 3] == full.losses[s]);
+  CHECK(bitwise_equal(snapshot(resumed), snapshot(straight)));
+}
