@@ -41,6 +41,10 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
     Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
     const auto r = t.run();
     CHECK(r.skipped == 1);
+    // The skipped step consumed its data (and its LR slot: lr is a function of the step count);
+    // Adam's step count did not advance.
+    CHECK(t.sample_index() == 2 * 8);
+    CHECK(t.optimizer().steps() == 1);
     long long skipped[2] = {r.skipped, r.skipped};  // the same count on every rank
     MPI_Allreduce(MPI_IN_PLACE, &skipped[0], 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &skipped[1], 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);

@@ -56,6 +56,8 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   /// Steps completed before run() starts (non-zero after a resume).
   long long start_step() const { return start_step_; }
+  /// Global index of the next training sample (the data position).
+  std::uint64_t sample_index() const { return sample_index_; }
 
  private:
   struct StepOutcome {
