@@ -6,6 +6,11 @@ if(GRIDTRAIN_CUDA)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
+  # LibTorch's config rejects CMAKE_CUDA_ARCHITECTURES (it uses TORCH_CUDA_ARCH_LIST); our own
+  # kernels get theirs from GRIDTRAIN_CUDA_ARCHITECTURES (A100, H100/H200 by default).
+  set(GRIDTRAIN_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures of gridtrain's kernels")
+  unset(CMAKE_CUDA_ARCHITECTURES)
+  unset(CMAKE_CUDA_ARCHITECTURES CACHE)
 endif()
 
 find_package(Torch REQUIRED)  # Debian libtorch-dev, or any LibTorch via CMAKE_PREFIX_PATH
