@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/autocast.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/memory.hpp"
@@ -15,6 +16,12 @@
 
 namespace gridtrain {
 namespace {
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -32,13 +39,26 @@ int accumulation_steps(const Config& c, int dp) {
   return static_cast<int>(c.train.global_batch / per_step);
 }
 
+// The grid shape, with the model and the options checked against it (every rank sees the same
+// problem, so these are gridtrain::Error).
 GridShape trainable_shape(const Config& c, MPI_Comm world) {
   int world_size = 1;
   MPI_Comm_size(world, &world_size);
-  GridShape s = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);
-  if (s.tp > 1 || s.pp > 1)
-    throw Error("grid.tp = " + std::to_string(s.tp) + ", grid.pp = " + std::to_string(s.pp) +
-                ": tensor and pipeline parallel training are not supported yet; valid for now: tp = 1, pp = 1");
+  const GridShape s = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);
+  if (c.model.n_head % s.tp != 0)
+    throw Error("model.n_head = " + std::to_string(c.model.n_head) + " is not divisible by grid.tp = " +
+                std::to_string(s.tp) + "; tensor parallelism splits the attention heads");
+  try {
+    stage_layers(c.grid.stage_layers, c.model.n_layer, s.pp);
+  } catch (const std::invalid_argument& e) {
+    throw Error(std::string("grid.stage_layers = ") + c.grid.stage_layers + ": " + e.what());
+  }
+  if (s.pp > 1 && c.train.on_oom == "backoff")
+    throw Error("train.on_oom = backoff needs grid.pp = 1: a stage that runs out of memory mid-schedule would leave "
+                "its neighbours waiting; use train.on_oom = abort");
+  if ((s.tp > 1 || s.pp > 1) && c.optim.type == "onebit_adam")
+    throw Error("optim.type = onebit_adam keeps gradients local after its freeze and supports grid.tp = grid.pp = 1 "
+                "only; use adamw with tp/pp");
   return s;
 }
 
@@ -86,9 +106,21 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
   val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
 
-  model_ = make_model(cfg, vocab);
+  const auto layers = stage_layers(cfg.grid.stage_layers, cfg.model.n_layer, grid_->shape().pp);
+  const int stage = grid_->pp().rank();
+  ModelLayout layout{&grid_->tp(), stage, grid_->pp().size(), 0, layers[static_cast<std::size_t>(stage)]};
+  for (int s = 0; s < stage; ++s) layout.first_layer += layers[static_cast<std::size_t>(s)];
+  model_ = make_model(cfg, vocab, layout);
   model_->initialize(cfg.train.seed);  // on the host, so that every device starts from the same bits
   model_->to(device_);
+  // With pp > 1 the first and the last stage each hold wte (embedding and tied head): their
+  // gradients are summed over this two-rank axis.
+  if (grid_->pp().size() > 1) {
+    const int p = grid_->pp().rank(), last = grid_->pp().size() - 1;
+    MPI_Comm pair;
+    MPI_Comm_split(grid_->pp().comm(), p == 0 || p == last ? 0 : MPI_UNDEFINED, p, &pair);
+    if (pair != MPI_COMM_NULL) tied_ = std::make_unique<Axis>("pp (tied embedding)", pair, cfg.comm.timeout_s);
+  }
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
   for (auto& p : model_->named_parameters(true)) {
@@ -100,8 +132,10 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   optimizer_ = make_optimizer(cfg, std::move(named), grid_->dp());
 
   log_.print(grid_->describe() + ", device " + device_.str() + "\n");
-  log_.print("Model: " + cfg.model.type + ", " + std::to_string(count_parameters(*model_)) + " parameters, " +
-             fmt("%.4g", model_->flops_per_token()) + " FLOPs/token (6N + 12LCT)\n");
+  log_.print("Model: " + cfg.model.type + ", " + fmt("%.4g", model_->flops_per_token()) +
+             " FLOPs/token (6N + 12LCT); layers per stage " + cfg.grid.stage_layers + " = " + join(layers) +
+             "; parameters per rank " + min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->comm()) +
+             "\n");
   log_.print("Data: " + cfg.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
              std::to_string(data_.val.size()) + " val tokens, vocab " + std::to_string(vocab) + ", " +
              std::to_string(sampler_->windows()) + " windows per epoch, source sha256 " +
@@ -152,39 +186,78 @@ bool Trainer::injects(const std::string& what, long long step) const {
          step + 1 < d.nonfinite_step + d.nonfinite_steps;
 }
 
+// One step's micro-batches through this rank's pipeline stage in the order of train.schedule
+// (with one stage: forward, backward, forward, backward, ... = plain gradient accumulation).
+// Activations go to the next stage and their gradients come back by non-blocking sends and
+// blocking receives on grid.pp(); time waiting to receive is the Bubble section.
 double Trainer::forward_backward(long long step, double loss_scale) {
-  const int B = cfg_.train.micro_batch, T = cfg_.model.block_size;
-  const std::uint64_t first = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) * B * accum_;
+  const int B = cfg_.train.micro_batch, T = cfg_.model.block_size, M = accum_;
+  Axis& pp = grid_->pp();
+  const bool first = model_->first_stage(), last = model_->last_stage();
+  const std::uint64_t first_sample = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) * B * M;
   const double limit = cfg_.debug.alloc_limit_mb * 1024 * 1024;
   if (limit > 0 && model_->activation_bytes(B, compute_bytes_) > limit)
     throw std::bad_alloc();  // fault injection: as if this micro-batch's activations did not fit
+  std::vector<torch::Tensor> inputs(M), outputs(M), losses(M), in_flight;
+  std::vector<Work> sends;
+  auto send = [&](const torch::Tensor& t, int peer, int tag) {
+    in_flight.push_back(t.detach().to(torch::kFloat).contiguous());
+    sends.push_back(pp.send(in_flight.back().data_ptr(), in_flight.back().nbytes(), peer, tag, "micro-batch"));
+  };
+  auto recv = [&](int peer, int tag) {
+    auto t = torch::empty({B, T, cfg_.model.n_embd}, torch::TensorOptions(torch::kFloat).device(device_));
+    timer_.stamp(Section::Compute);
+    pp.recv(t.data_ptr(), t.nbytes(), peer, tag, "micro-batch").wait();
+    timer_.stamp(Section::Bubble);
+    return t;
+  };
   double loss_sum = 0.0;
-  for (int m = 0; m < accum_; ++m) {
-    auto batch = train_batch(first + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
-    timer_.stamp(Section::Data);
-    torch::Tensor loss;
-    {
+  int backwards_left = M;
+  for (const PipeOp& op : pipeline_schedule(cfg_.train.schedule, pp.rank(), pp.size(), M)) {
+    const int m = op.micro_batch;
+    if (op.kind == PipeOp::Forward) {
+      auto batch = train_batch(first_sample + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
+      timer_.stamp(Section::Data);
+      inputs[m] = first ? batch.slice(1, 0, T) : recv(pp.rank() - 1, m).requires_grad_();
       AutocastGuard autocast(cfg_.precision.type, device_);
-      loss = model_->loss(batch.slice(1, 0, T), batch.slice(1, 1, T + 1));  // fp32
+      outputs[m] = model_->stage_forward(inputs[m]);
+      if (last) {
+        losses[m] = model_->head_loss_sum(outputs[m], batch.slice(1, 1, T + 1)) / (static_cast<double>(B) * T * M);
+        if (injects("loss", step)) losses[m] = losses[m] + std::numeric_limits<double>::quiet_NaN();
+        loss_sum += losses[m].item<double>();
+      } else {
+        send(outputs[m], pp.rank() + 1, m);
+      }
+    } else {
+      const bool final_backward = --backwards_left == 0;
+      // An Inf in a gradient before backward stays Inf through accumulation and the allreduce;
+      // written before any bucket can be in flight.
+      if (final_backward && injects("grad", step))
+        model_->parameters().front().mutable_grad().view(-1)[0].fill_(INFINITY);
+      // An optimizer that exchanges its own state (1-bit Adam after its freeze) keeps gradients local.
+      reducer_->begin_backward(final_backward && !optimizer_->owns_communication());
+      if (last) {
+        (loss_scale != 1.0 ? losses[m] * loss_scale : losses[m]).backward();
+      } else {
+        const auto grad = recv(pp.rank() + 1, m);
+        outputs[m].backward(grad);
+      }
+      if (!first) send(inputs[m].grad(), pp.rank() - 1, m);
+      inputs[m] = outputs[m] = losses[m] = torch::Tensor();  // free this micro-batch's activations
     }
-    if (accum_ > 1) loss = loss / accum_;
-    if (injects("loss", step)) loss = loss + std::numeric_limits<double>::quiet_NaN();
-    const bool last = m + 1 == accum_;
-    // An Inf in a gradient before backward stays Inf through accumulation and the allreduce;
-    // written before any bucket can be in flight.
-    if (last && injects("grad", step)) model_->parameters().front().mutable_grad().view(-1)[0].fill_(INFINITY);
-    // An optimizer that exchanges its own state (1-bit Adam after its freeze) keeps gradients local.
-    reducer_->begin_backward(/*last=*/last && !optimizer_->owns_communication());
-    (loss_scale != 1.0 ? loss * loss_scale : loss).backward();
-    loss_sum += loss.item<double>();
     timer_.stamp(Section::Compute);
   }
+  for (auto& w : sends) w.wait();
+  timer_.stamp(Section::Bubble);
   return loss_sum;
 }
 
+// Validation through the pipeline (forward only); the last stage's tp rank 0 counts the loss.
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
+  Axis& pp = grid_->pp();
   const int T = cfg_.model.block_size, B = cfg_.train.micro_batch;
+  const bool counts = model_->last_stage() && grid_->tp().rank() == 0;
   double sums[2] = {0.0, 0.0};  // loss sum (nats), tokens
   for (std::size_t i = 0; i < val_starts_.size(); i += B) {
     const int rows = static_cast<int>(std::min<std::size_t>(B, val_starts_.size() - i));
@@ -192,29 +265,56 @@ double Trainer::evaluate() {
     auto* out = batch.data_ptr<std::int64_t>();
     for (int b = 0; b < rows; ++b) copy_window(data_.val, val_starts_[i + b], T, out + b * (T + 1));
     batch = batch.to(device_);
+    auto x = batch.slice(1, 0, T);
+    if (!model_->first_stage()) {
+      x = torch::empty({rows, T, cfg_.model.n_embd}, torch::TensorOptions(torch::kFloat).device(device_));
+      pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
+    }
     AutocastGuard autocast(cfg_.precision.type, device_);
-    sums[0] += model_->loss_sum(batch.slice(1, 0, T), batch.slice(1, 1, T + 1)).item<double>();
-    sums[1] += static_cast<double>(rows) * T;
+    auto y = model_->stage_forward(x);
+    if (!model_->last_stage()) {
+      auto h = y.to(torch::kFloat).contiguous();
+      pp.send(h.data_ptr(), h.nbytes(), pp.rank() + 1, 0, "validation").wait();
+      continue;
+    }
+    const double loss = model_->head_loss_sum(y, batch.slice(1, 1, T + 1)).item<double>();
+    if (counts) sums[0] += loss, sums[1] += static_cast<double>(rows) * T;
   }
-  grid_->dp().allreduce_sum(sums, 2, "validation loss");
+  grid_->all().allreduce_sum(sums, 2, "validation loss");
   return sums[0] / sums[1];
 }
 
-// One optimizer step. Every rank reaches the same verdict from one reduction (the loss, the
-// squared norm, a non-finite flag and an out-of-memory flag, summed over the grid), so a skip or
-// a retry never leaves ranks in different places.
+// Σ ||g||² over the gradients this rank counts toward the global norm: tensor-parallel shards
+// on every tp rank, replicated tensors on tp rank 0 only, the tied head's copy nowhere (its
+// gradient equals the embedding's after the tied sum). Summed over the grid it counts every
+// parameter dp times.
+double Trainer::counted_grad_sq() const {
+  double sq = 0.0;
+  const bool tp0 = grid_->tp().rank() == 0;
+  for (const auto& p : model_->named_parameters(true)) {
+    const ShardSpec spec = model_->shard(p.key());
+    if (!spec.owner || (spec.dim < 0 && !tp0)) continue;
+    const double n = p.value().grad().norm().item<double>();  // fp32 kernel, blocked accumulation
+    sq += n * n;
+  }
+  return sq;
+}
+
+// One optimizer step. Every rank reaches the same verdict from one reduction over the whole
+// grid (the loss, the squared norm, a non-finite flag and an out-of-memory flag), so a skip or a
+// retry never leaves ranks in different places.
 Trainer::StepOutcome Trainer::train_step(long long s, double lr) {
   reducer_->zero_grad();
   timer_.stamp(Section::Other);
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   const bool local_grads = optimizer_->owns_communication();
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};  // loss, squared norm, ranks non-finite, ranks out of memory
+  double local_loss = 0.0, oom = 0.0;
   try {
-    sums[0] = forward_backward(s, loss_scale);
+    local_loss = forward_backward(s, loss_scale);
   } catch (const std::bad_alloc&) {
-    sums[3] = 1;
+    oom = 1.0;
   } catch (const c10::OutOfMemoryError&) {
-    sums[3] = 1;
+    oom = 1.0;
   }
   // The gradient exchange runs even after an out-of-memory error, so that every rank issues the
   // same collectives; the step is then discarded.
@@ -222,17 +322,25 @@ Trainer::StepOutcome Trainer::train_step(long long s, double lr) {
     exposed_comm_s_ += reducer_->finish();
     total_comm_s_ += reducer_->comm_s();
   }
-  const double local_norm = reducer_->grad_norm() / loss_scale;
-  sums[1] = local_norm * local_norm;
-  sums[2] = std::isfinite(sums[0]) && std::isfinite(sums[1]) ? 0.0 : 1.0;
-  grid_->dp().allreduce_sum(sums, 4, "loss, gradient norm and step flags");
+  if (tied_ && oom == 0.0) {  // embedding + tied head: one gradient, held by two stages
+    auto g = model_->named_parameters(true)["wte.weight"].grad();
+    tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
+  }
+  const double local_sq = counted_grad_sq() / (loss_scale * loss_scale);
+  const bool counts_loss = model_->last_stage() && grid_->tp().rank() == 0;
+  double sums[4] = {counts_loss ? local_loss : 0.0, local_sq,
+                    std::isfinite(local_loss) && std::isfinite(local_sq) ? 0.0 : 1.0, oom};
+  grid_->all().allreduce_sum(sums, 4, "loss, gradient norm and step flags");
   timer_.stamp(Section::Comm);
   if (sums[3] > 0) return back_off(s, static_cast<int>(sums[3]));
 
-  const double loss = sums[0] / grid_->dp().size();
-  // Reported: the norm of the averaged gradient, or with local gradients the RMS of the ranks'
-  // norms. Clipping uses what this rank holds.
-  const double norm = local_grads ? std::sqrt(sums[1] / grid_->dp().size()) : local_norm;
+  const int dp = grid_->dp().size();
+  const double loss = sums[0] / dp;
+  // Every parameter is counted once per dp replica. Reported: the norm of the averaged gradient,
+  // or with local gradients (tp = pp = 1) the RMS of the ranks' norms; clipping uses what this
+  // rank holds.
+  const double norm = std::sqrt(sums[1] / dp);
+  const double clip_norm = local_grads ? std::sqrt(local_sq) : norm;
   const bool finite = sums[2] == 0;
   const bool outlier = finite && loss_window_ && (loss_window_->is_outlier(loss) || norm_window_->is_outlier(norm));
   if (scaler_) scaler_->update(finite);
@@ -243,15 +351,12 @@ Trainer::StepOutcome Trainer::train_step(long long s, double lr) {
   stuck_ = 0;
   if (loss_window_) loss_window_->add(loss), norm_window_->add(norm);
   double factor = 1.0 / loss_scale;  // unscale and clip in one pass over the gradients
-  if (cfg_.optim.clip_grad > 0 && local_norm > cfg_.optim.clip_grad) factor *= cfg_.optim.clip_grad / (local_norm + 1e-6);
+  if (cfg_.optim.clip_grad > 0 && clip_norm > cfg_.optim.clip_grad) factor *= cfg_.optim.clip_grad / (clip_norm + 1e-6);
   if (factor != 1.0) reducer_->scale(factor);
   optimizer_->step(lr);
   return {loss, norm};
 }
 
-// A skipped update still consumes its data and its LR-schedule slot (the step counter moves on,
-// as with Megatron-LM and PyTorch's GradScaler under a per-iteration scheduler); the optimizer's
-// own step count (Adam's bias correction) does not.
 void Trainer::skip(long long s, const char* why, double loss, double norm) {
   const bool nonfinite = std::string(why) == "non-finite";
   ++(nonfinite ? skipped_nonfinite_ : skipped_outliers_);
@@ -433,7 +538,7 @@ void Trainer::print_summary(const RunResult& r) {
              (scaler_ ? ", loss scale " + fmt("%g", scaler_->scale()) : "") +
              (oom_backoffs_ ? ", " + std::to_string(oom_backoffs_) + " out-of-memory backoff(s) to train.micro_batch = " +
                                   std::to_string(cfg_.train.micro_batch) : "") + "\n");
-  log_.print("Memory: peak RSS " + min_avg_max_mib(peak_rss_bytes(), grid_->comm()) + "\n");
+  log_.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid_->comm(), 1024.0 * 1024.0, "MiB") + "\n");
   if (r.final_val_loss)
     log_.print("\nFinal validation loss: " + fmt("%.4f", *r.final_val_loss) + " nats/token (" +
                fmt("%.4f", *r.final_val_loss / std::log(2.0)) + " bits/token) over " + std::to_string(val_total_) +

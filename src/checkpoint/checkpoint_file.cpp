@@ -19,10 +19,18 @@ std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
     H5Sselect_none(mem);
     return {std::move(file_space), std::move(mem)};
   }
-  if (!slab.offset.empty())
-    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, slab.offset.data(), nullptr, slab.count.data(), nullptr);
-  H5Id mem(slab.count.empty() ? H5Screate(H5S_SCALAR)
-                              : H5Screate_simple(static_cast<int>(slab.count.size()), slab.count.data(), nullptr),
+  auto mem_dims = slab.count;
+  if (!slab.offset.empty()) {
+    // start = offset, stride = (stride, 1, ...), count = (blocks, 1, ...), block = count
+    std::vector<hsize_t> stride(slab.count.size(), 1), repeat(slab.count.size(), 1);
+    stride[0] = slab.blocks > 1 ? slab.stride : 1;
+    repeat[0] = slab.blocks;
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, slab.offset.data(), stride.data(), repeat.data(),
+                        slab.count.data());
+    mem_dims[0] *= slab.blocks;
+  }
+  H5Id mem(mem_dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr),
            "H5Screate_simple");
   return {std::move(file_space), std::move(mem)};
 }
@@ -44,9 +52,15 @@ std::string shape_text(const std::vector<hsize_t>& s) {
 
 std::size_t Slab::elements() const {
   if (empty) return 0;
-  std::size_t n = 1;
+  std::size_t n = blocks;
   for (auto c : count) n *= c;
   return n;
+}
+
+Slab Slab::block(hsize_t b) const {
+  Slab one{offset, count, empty};
+  if (!empty && !offset.empty()) one.offset[0] += b * stride;
+  return one;
 }
 
 namespace {
@@ -78,6 +92,13 @@ std::uint64_t xsum_bytes(const unsigned char* b, std::size_t n, std::uint32_t fi
 }  // namespace
 
 std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Slab& slab) {
+  if (slab.blocks > 1) {  // block by block: they lie one after another in data
+    std::uint64_t sum = 0;
+    const std::size_t bytes = slab.elements() / slab.blocks * dtype_size(t);
+    for (hsize_t b = 0; b < slab.blocks; ++b)
+      sum += xsum64(static_cast<const unsigned char*>(data) + b * bytes, t, shape, slab.block(b));
+    return sum;
+  }
   const std::size_t n = slab.elements();
   if (n == 0) return 0;
   const std::size_t rank = shape.size();
@@ -153,7 +174,7 @@ std::vector<hsize_t> CheckpointFile::shape_of(const std::string& name) const {
 }
 
 void CheckpointFile::read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
-                          void* out) {
+                          void* out, bool primary) {
   const auto found = shape_of(name);
   if (found != shape)
     throw std::runtime_error("tensor " + name + " has shape " + shape_text(found) + " in the checkpoint but " +
@@ -168,11 +189,11 @@ void CheckpointFile::read(const std::string& name, DType t, const std::vector<hs
   if (!h5_has_attr(ds, "xsum64")) throw std::runtime_error("dataset " + name + " has no xsum64 checksum");
   const auto expected = static_cast<std::uint64_t>(h5_read_attr_int(ds, "xsum64"));
   // A rank holding the whole tensor verifies it alone; a partition is verified by adding up the
-  // shards' sums.
-  int everyone_whole = !slab.empty && slab.count == shape ? 1 : 0;
+  // primary shards' sums.
+  int everyone_whole = !slab.empty && slab.blocks == 1 && slab.count == shape ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &everyone_whole, 1, MPI_INT, MPI_MIN, comm_);
   const std::uint64_t local = xsum64(out, t, shape, slab);
-  const bool ok = everyone_whole ? local == expected : allreduce_sum(local, comm_) == expected;
+  const bool ok = everyone_whole ? local == expected : allreduce_sum(primary ? local : 0, comm_) == expected;
   int all_ok = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, comm_);
   if (!all_ok)

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include <torch/torch.h>
 
@@ -64,6 +66,24 @@ void replace_file(const fs::path& path, const std::string& text) {
   if (fd >= 0) ::fsync(fd), ::close(fd);
 }
 
+// This rank's hyperslab of a tensor sharded by spec over tp rank r of n (docs/checkpoint-format.md).
+Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r, int n) {
+  Slab s = Slab::all(shape);
+  if (spec.dim < 0) return s;
+  const auto d = static_cast<std::size_t>(spec.dim);
+  const auto rows = static_cast<hsize_t>(shard_rows(spec, n)), valid = static_cast<hsize_t>(valid_rows(spec, r, n));
+  if (valid == 0) return Slab::none();
+  s.offset[d] = static_cast<hsize_t>(r) * rows;
+  s.count[d] = valid;
+  if (spec.parts > 1) {
+    if (d != 0 || valid != rows) throw std::logic_error("fused parts are supported along dimension 0, unpadded");
+    s.count[0] = rows;
+    s.blocks = static_cast<hsize_t>(spec.parts);
+    s.stride = shape[0] / s.blocks;
+  }
+  return s;
+}
+
 long long step_of(const fs::path& p) {
   // step-<digits>.h5 → the number; anything else (a .tmp, a stray file) → -1
   const std::string n = p.filename().string();
@@ -104,6 +124,56 @@ std::string Checkpointer::file_name(long long step) const {
   return (fs::path(cfg_.checkpoint.dir) / name).string();
 }
 
+// Every model and optimizer tensor of the whole grid, by dataset name (sorted; the same list on
+// every rank, since collective HDF5 calls must match), with this rank's local tensor where it
+// holds one. Collective: each rank contributes the names and global shapes it knows.
+std::vector<Checkpointer::Entry> Checkpointer::entries(LanguageModel& model, Optimizer& opt) {
+  std::map<std::string, Entry> all;
+  for (const auto& p : model.named_parameters(true)) {
+    const auto spec = model.shard(p.key());
+    all["/model/" + p.key()] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, p.value(), spec};
+  }
+  for (const auto& st : opt.state()) {
+    const auto spec = model.shard(st.name.substr(0, st.name.find('/')));  // "<param>/<state>"
+    all["/optim/" + st.name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, st.param, spec};
+  }
+  std::string mine;
+  for (const auto& [name, e] : all) {
+    mine += name;
+    for (auto d : e.shape) mine += " " + std::to_string(d);
+    mine += "\n";
+  }
+  int n = 0, size = 0, length = static_cast<int>(mine.size());
+  MPI_Comm_size(grid_.comm(), &size);
+  std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, grid_.comm());
+  for (int r = 0; r < size; ++r) offsets[static_cast<std::size_t>(r)] = n, n += lengths[static_cast<std::size_t>(r)];
+  std::string everyone(static_cast<std::size_t>(n), '\0');
+  MPI_Allgatherv(mine.data(), length, MPI_CHAR, everyone.data(), lengths.data(), offsets.data(), MPI_CHAR, grid_.comm());
+  std::istringstream lines(everyone);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    Entry e;
+    fields >> e.name;
+    for (hsize_t d; fields >> d;) e.shape.push_back(d);
+    all.try_emplace(e.name, e);  // a tensor this rank does not hold
+  }
+  std::vector<Entry> out;
+  for (auto& [name, e] : all) {
+    e.name = name;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool Checkpointer::writes(const Entry& e) const {
+  return e.local.defined() && grid_.dp().rank() == 0 && e.spec.owner && (e.spec.dim >= 0 || grid_.tp().rank() == 0);
+}
+
+Slab Checkpointer::slab_of(const Entry& e) const {
+  return e.local.defined() ? shard_slab(e.spec, e.shape, grid_.tp().rank(), grid_.tp().size()) : Slab::none();
+}
+
 void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model,
                         Optimizer& opt, const TrainState& train) {
   const auto t0 = Clock::now();
@@ -123,22 +193,25 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     if (count == snap->tensors.size()) snap->tensors.emplace_back();
     return snap->tensors[count++];
   };
-  // Replicated tensors (everything, while tp = pp = 1) are written once, by grid rank 0.
-  const bool writer = grid_.rank() == 0;
-  auto add = [&](const std::string& name, const torch::Tensor& t) {
+  // Each tensor is written once: by dp rank 0 of the stage that owns it, every tp rank its shard
+  // (replicated tensors: tp rank 0), the others with an empty selection.
+  for (const auto& e : entries(model, opt)) {
     Snapshot::Tensor& rec = slot();
-    rec.name = name;
+    rec.name = e.name;
     rec.type = DType::F32;
-    rec.shape = shape_of(t);
-    rec.slab = writer ? Slab::all(rec.shape) : Slab::none();
-    if (writer) {
-      auto c = t.detach().to(torch::kCPU).contiguous();  // a device tensor is copied to the host
+    rec.shape = e.shape;
+    rec.slab = writes(e) ? slab_of(e) : Slab::none();
+    rec.bytes.clear();
+    if (rec.slab.elements() > 0) {
+      // The slab's rows are the local tensor's first ones (padding, if any, comes last).
+      auto c = e.local.detach().narrow(0, 0, static_cast<std::int64_t>(rec.slab.elements()) /
+                                                  std::max<std::int64_t>(1, e.local[0].numel()))
+                   .to(torch::kCPU)
+                   .contiguous();  // a device tensor is copied to the host
       const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
       rec.bytes.assign(p, p + c.numel() * sizeof(float));
     }
-  };
-  for (const auto& p : model.named_parameters(true)) add("/model/" + p.key(), p.value());
-  for (const auto& s : opt.state()) add("/optim/" + s.name, s.param);
+  }
   // Per-rank state: row `rank` of a (world, length) dataset, written by every rank.
   const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
   auto add_row = [&](const std::string& name, DType type, const void* data, hsize_t length) {
@@ -280,15 +353,17 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
       if (type != opt.type())
         throw Error(where + "holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
       torch::NoGradGuard no_grad;
-      auto read_into = [&](const std::string& name, torch::Tensor& t) {
-        if (!t.is_contiguous()) throw std::runtime_error("tensor " + name + " is not contiguous");
-        if (t.is_cpu()) return file.read(name, DType::F32, shape_of(t), Slab::all(shape_of(t)), t.data_ptr<float>());
-        auto host = torch::empty(t.sizes(), torch::kFloat32);
-        file.read(name, DType::F32, shape_of(t), Slab::all(shape_of(t)), host.data_ptr<float>());
-        t.copy_(host);
-      };
-      for (auto& p : model.named_parameters(true)) read_into("/model/" + p.key(), p.value());
-      for (auto& s : opt.state()) read_into("/optim/" + s.name, s.param);
+      // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global
+      // shapes make any layout load any other.
+      for (const auto& e : entries(model, opt)) {
+        const Slab slab = slab_of(e);
+        auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
+        file.read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
+        if (slab.elements() == 0) continue;
+        auto rows = e.local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) /
+                                             std::max<std::int64_t>(1, e.local[0].numel()));
+        rows.copy_(host.view(rows.sizes()));
+      }
       opt.set_steps(h5_read_attr_int(optim, "step"));
       H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
       const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));

@@ -89,6 +89,10 @@ Axis::~Axis() {
   if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+std::uint64_t Axis::ring_share(std::size_t bytes) const {
+  return size_ > 1 ? bytes * static_cast<std::size_t>(size_ - 1) / static_cast<std::size_t>(size_) : 0;
+}
+
 std::string Axis::describe(const char* op, const std::string& label) {
   return "axis " + name_ + ": " + op + " #" + std::to_string(++seq_) + (label.empty() ? "" : " (" + label + ")");
 }
@@ -107,18 +111,28 @@ Work Axis::issue(const char* op, const std::string& label, Mpi&& mpi, Device&& d
 }
 
 Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
+  bytes_ += ring_share(2 * n * sizeof(float));
   return issue("allreduce", label, [&](const std::string& what, MPI_Request* req) {
     MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
   }, [&](DeviceComm& d) { return d.allreduce_sum(data, n); });
 }
 
+Work Axis::allreduce_max(float* data, std::size_t n, const std::string& label) {
+  bytes_ += ring_share(2 * n * sizeof(float));
+  return issue("allreduce-max", label, [&](const std::string& what, MPI_Request* req) {
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_MAX, comm_, req);
+  }, [&](DeviceComm& d) { return d.allreduce_max(data, n); });
+}
+
 Work Axis::reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label) {
+  bytes_ += ring_share(size_ * n * sizeof(float));
   return issue("reduce-scatter", label, [&](const std::string& what, MPI_Request* req) {
     MPI_Ireduce_scatter_block(in, out, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
   }, [&](DeviceComm& d) { return d.reduce_scatter_sum(in, out, n); });
 }
 
 Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::string& label) {
+  bytes_ += ring_share(size_ * bytes);
   return issue("all-gather", label, [&](const std::string& what, MPI_Request* req) {
     const int n = checked_count(bytes, what);
     MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
@@ -126,12 +140,14 @@ Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::s
 }
 
 Work Axis::broadcast(void* data, std::size_t bytes, int root, const std::string& label) {
+  if (rank_ == root && size_ > 1) bytes_ += bytes;
   return issue("broadcast", label, [&](const std::string& what, MPI_Request* req) {
     MPI_Ibcast(data, checked_count(bytes, what), MPI_BYTE, root, comm_, req);
   }, [&](DeviceComm& d) { return d.broadcast(data, bytes, root); });
 }
 
 Work Axis::all_to_all(const void* in, void* out, std::size_t bytes, const std::string& label) {
+  bytes_ += ring_share(size_ * bytes);
   return issue("all-to-all", label, [&](const std::string& what, MPI_Request* req) {
     const int n = checked_count(bytes, what);
     MPI_Ialltoall(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
@@ -139,6 +155,7 @@ Work Axis::all_to_all(const void* in, void* out, std::size_t bytes, const std::s
 }
 
 Work Axis::send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
+  bytes_ += bytes;
   return issue("send", label + (label.empty() ? "" : ", ") + "to " + std::to_string(peer),
                [&](const std::string& what, MPI_Request* req) {
                  MPI_Isend(data, checked_count(bytes, what), MPI_BYTE, peer, tag, comm_, req);

@@ -59,6 +59,9 @@ class NcclComm : public DeviceComm {
   Op allreduce_sum(float* data, std::size_t n) override {
     return run([&] { return ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_); });
   }
+  Op allreduce_max(float* data, std::size_t n) override {
+    return run([&] { return ncclAllReduce(data, data, n, ncclFloat32, ncclMax, comm_, stream_); });
+  }
   Op reduce_scatter_sum(const float* in, float* out, std::size_t n) override {
     return run([&] { return ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm_, stream_); });
   }

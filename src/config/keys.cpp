@@ -125,6 +125,9 @@ std::vector<Key> build_table() {
       dp_key(),
       int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
       int_key<int>("grid.pp", GT_REF(grid.pp), "pipeline-parallel size (stages)", 1),
+      text_key("grid.stage_layers", GT_REF(grid.stage_layers),
+               "transformer layers per pipeline stage: auto (as even as possible, earlier stages take the extra "
+               "ones) or a comma-separated count per stage, e.g. 3,3,2"),
 
       text_key("model.type", GT_REF(model.type), "model family", {"gpt"}),
       int_key<int>("model.n_layer", GT_REF(model.n_layer), "transformer blocks L", 1),
@@ -185,6 +188,10 @@ std::vector<Key> build_table() {
       int_key<int>("train.outlier_window", GT_REF(train.outlier_window), "accepted steps the outlier z-score uses", 2,
                    100000),
       real_key("train.outlier_z", GT_REF(train.outlier_z), "z-score above which a step is an outlier", 0.0, true),
+      text_key("train.schedule", GT_REF(train.schedule),
+               "pipeline schedule over a step's micro-batches (global_batch / (micro_batch * dp) of them): 1f1b "
+               "(one forward, one backward; fewest activations in flight) or gpipe (all forwards, then all backwards)",
+               {"1f1b", "gpipe"}),
       text_key("train.on_oom", GT_REF(train.on_oom),
                "out of memory in forward/backward: abort, or backoff (every rank halves train.micro_batch and "
                "doubles accumulation, so the global batch and LR stay, and retries the step)",

@@ -37,17 +37,21 @@ Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape) {
   pp_ = std::make_unique<Axis>("pp", sub(1, 0, 0), timeout_s);
   dp_ = std::make_unique<Axis>("dp", sub(0, 1, 0), timeout_s);
   tp_ = std::make_unique<Axis>("tp", sub(0, 0, 1), timeout_s);
+  MPI_Comm all;
+  MPI_Comm_dup(cart_, &all);
+  all_ = std::make_unique<Axis>("grid", all, timeout_s);
 }
 
 Grid::~Grid() {
   dp_.reset();
   tp_.reset();
   pp_.reset();
+  all_.reset();
   if (cart_ != MPI_COMM_NULL) MPI_Comm_free(&cart_);
 }
 
 void Grid::use_nccl() {
-  for (Axis* a : {dp_.get(), tp_.get(), pp_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
+  for (Axis* a : {dp_.get(), tp_.get(), pp_.get(), all_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
 }
 
 std::string Grid::describe() const {

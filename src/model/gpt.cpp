@@ -1,6 +1,8 @@
 #include "gridtrain/model/gpt.hpp"
 
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 
 #include "gridtrain/data/sampler.hpp"
 
@@ -19,43 +21,50 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
+std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
+
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GptShape& s) : n_head_(s.n_head) {
-  c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * s.n_embd));
-  c_proj_ = register_module("c_proj", torch::nn::Linear(s.n_embd, s.n_embd));
+CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp) : tp_(tp), n_head_(split(s.n_head, tp)) {
+  c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, tp)));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, tp), s.n_embd));
   // A buffer, so that module->to(device) moves it with the parameters.
   mask_ = register_buffer("mask", torch::ones({s.block_size, s.block_size}, torch::kBool).triu(1));
 }
 
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
-  const auto B = x.size(0), T = x.size(1), C = x.size(2), D = C / n_head_;
-  auto qkv = c_attn_->forward(x).split(C, 2);  // 3 × (B, T, C)
+  const auto B = x.size(0), T = x.size(1), C = c_attn_->weight.size(0) / 3, D = C / n_head_;  // C: local width
+  auto qkv = c_attn_->forward(tp_ ? copy_to_tp(x, *tp_) : x).split(C, 2);  // 3 × (B, T, C/tp)
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
-  auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H, T, D)
+  auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H/tp, T, D)
   // Scale q (B, H, T, D) rather than the scores (B, H, T, T), and mask in place: two fewer passes
   // over the largest activation (matmul's backward needs q and k, not its output).
   auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));  // (B, H, T, T)
   att.masked_fill_(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
   att = torch::softmax(att, -1);
-  auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
-  return c_proj_->forward(y);
+  auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
+  if (!tp_) return c_proj_->forward(y);
+  // Row-parallel: partial sums over this rank's input features, reduced, then the bias once.
+  return reduce_from_tp(torch::nn::functional::linear(y, c_proj_->weight), *tp_) + c_proj_->bias;
 }
 
-Mlp::Mlp(const GptShape& s) {
-  c_fc_ = register_module("c_fc", torch::nn::Linear(s.n_embd, 4 * s.n_embd));
-  c_proj_ = register_module("c_proj", torch::nn::Linear(4 * s.n_embd, s.n_embd));
+Mlp::Mlp(const GptShape& s, Axis* tp) : tp_(tp) {
+  c_fc_ = register_module("c_fc", torch::nn::Linear(s.n_embd, split(4 * s.n_embd, tp)));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(split(4 * s.n_embd, tp), s.n_embd));
 }
 
 torch::Tensor Mlp::forward(const torch::Tensor& x) {
-  return c_proj_->forward(torch::gelu(c_fc_->forward(x), "tanh"));  // (B, T, 4C) inside
+  auto h = torch::gelu(c_fc_->forward(tp_ ? copy_to_tp(x, *tp_) : x), "tanh");  // (B, T, 4C/tp)
+  if (!tp_) return c_proj_->forward(h);
+  return reduce_from_tp(torch::nn::functional::linear(h, c_proj_->weight), *tp_) + c_proj_->bias;
 }
 
-Block::Block(const GptShape& s) {
+Block::Block(const GptShape& s, Axis* tp) {
   ln_1_ = register_module("ln_1", layer_norm(s.n_embd));
-  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(s));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(s, tp));
   ln_2_ = register_module("ln_2", layer_norm(s.n_embd));
-  mlp_ = register_module("mlp", std::make_shared<Mlp>(s));
+  mlp_ = register_module("mlp", std::make_shared<Mlp>(s, tp));
 }
 
 torch::Tensor Block::forward(const torch::Tensor& x) {
@@ -63,50 +72,100 @@ torch::Tensor Block::forward(const torch::Tensor& x) {
   return y + mlp_->forward(ln_2_->forward(y));
 }
 
-Gpt::Gpt(const GptShape& s) : s_(s) {
-  wte_ = register_module("wte", torch::nn::Embedding(s.vocab_size, s.n_embd));
-  wpe_ = register_module("wpe", torch::nn::Embedding(s.block_size, s.n_embd));
-  auto h = register_module("h", torch::nn::ModuleList());  // names h.<i>.* (no dots allowed in module names)
-  for (std::int64_t i = 0; i < s.n_layer; ++i) {
-    h_.push_back(std::make_shared<Block>(s));
-    h->push_back(h_.back());
+Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : s_(s), layout_(layout) {
+  if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
+  if (layout_.layers < 0) layout_.layers = s.n_layer - layout_.first_layer;
+  Axis* tp = layout_.tp;
+  if (first_stage() || last_stage()) {  // the tied head on the last stage is a copy of wte
+    const auto rows = local_shape(shard("wte.weight"), tp_size())[0];
+    wte_ = register_module("wte", torch::nn::Embedding(rows, s.n_embd));
   }
-  ln_f_ = register_module("ln_f", layer_norm(s.n_embd));
+  if (first_stage()) wpe_ = register_module("wpe", torch::nn::Embedding(s.block_size, s.n_embd));
+  // Named by global layer index (no dots allowed in module names, so h is a plain module).
+  auto h = register_module("h", std::make_shared<torch::nn::Module>());
+  for (std::int64_t i = layout_.first_layer; i < layout_.first_layer + layout_.layers; ++i) {
+    h_.push_back(std::make_shared<Block>(s, tp));
+    h->register_module(std::to_string(i), h_.back());
+  }
+  if (last_stage()) ln_f_ = register_module("ln_f", layer_norm(s.n_embd));
+}
+
+ShardSpec Gpt::shard(const std::string& name) const {
+  const std::int64_t C = s_.n_embd;
+  auto local = [&](const std::string& suffix) { return ends_with(name, suffix); };
+  if (name == "wte.weight") return {{s_.vocab_size, C}, 0, 1, first_stage()};
+  if (local("attn.c_attn.weight")) return {{3 * C, C}, 0, 3};
+  if (local("attn.c_attn.bias")) return {{3 * C}, 0, 3};
+  if (local("attn.c_proj.weight")) return {{C, C}, 1};
+  if (local("mlp.c_fc.weight")) return {{4 * C, C}, 0};
+  if (local("mlp.c_fc.bias")) return {{4 * C}, 0};
+  if (local("mlp.c_proj.weight")) return {{C, 4 * C}, 1};
+  // Replicated: wpe, the LayerNorms, the row-parallel biases.
+  for (const auto& p : named_parameters(true))
+    if (p.key() == name) return {p.value().sizes().vec()};
+  throw std::invalid_argument("Gpt has no parameter " + name);
+}
+
+torch::Tensor Gpt::embed(const torch::Tensor& idx) {
+  const auto T = idx.size(1);
+  auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
+  const auto start = tp_rank() * wte_->weight.size(0);
+  auto tokens = layout_.tp ? vocab_parallel_embedding(idx, wte_->weight, start, *layout_.tp) : wte_->forward(idx);
+  return tokens + wpe_->forward(pos);  // (B, T, C)
+}
+
+torch::Tensor Gpt::run_blocks(torch::Tensor x) {
+  for (auto& block : h_) x = block->forward(x);
+  return x;
+}
+
+torch::Tensor Gpt::stage_forward(const torch::Tensor& input) {
+  return run_blocks(first_stage() ? embed(input) : input);
 }
 
 torch::Tensor Gpt::forward(const torch::Tensor& idx) {
-  const auto T = idx.size(1);
-  auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
-  auto x = wte_->forward(idx) + wpe_->forward(pos);  // (B, T, C)
-  for (auto& block : h_) x = block->forward(x);
-  x = ln_f_->forward(x);
-  return torch::nn::functional::linear(x, wte_->weight);  // (B, T, V), tied head
+  return torch::nn::functional::linear(ln_f_->forward(stage_forward(idx)), wte_->weight);  // (B, T, V), tied head
 }
 
-// Logits (B·T, V) in fp32 whatever autocast computed them in: the softmax and its sum over
-// the vocabulary need fp32's range and precision.
-torch::Tensor Gpt::fp32_logits(const torch::Tensor& idx) {
-  return forward(idx).view({-1, s_.vocab_size}).to(torch::kFloat);
+// Per-token loss from the last stage's output, in fp32 whatever autocast computed the logits in:
+// the softmax and its sum over the vocabulary need fp32's range and precision.
+torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  auto x = ln_f_->forward(hidden);
+  const auto flat_targets = targets.reshape({-1});
+  if (!layout_.tp) {
+    auto logits = torch::nn::functional::linear(x, wte_->weight).view({-1, s_.vocab_size}).to(torch::kFloat);
+    return torch::nn::functional::cross_entropy(
+        logits, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  }
+  Axis& tp = *layout_.tp;
+  const auto rows = wte_->weight.size(0);
+  auto logits = torch::nn::functional::linear(copy_to_tp(x, tp), wte_->weight).view({-1, rows});  // (B·T, V/tp)
+  return vocab_parallel_cross_entropy(logits, flat_targets, tp_rank() * rows,
+                                      valid_rows(shard("wte.weight"), tp_rank(), tp_size()), tp);
+}
+
+torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  return per_token_loss(hidden, targets).sum();
 }
 
 torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(fp32_logits(idx), targets.reshape({-1}));
+  return per_token_loss(stage_forward(idx), targets).mean();
 }
 
 torch::Tensor Gpt::loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(fp32_logits(idx), targets.reshape({-1}),
-                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return head_loss_sum(stage_forward(idx), targets);
 }
 
 double Gpt::activation_bytes(int micro_batch, int elem_bytes) const {
-  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size;
-  const double per_layer = b * T * C * (34.0 + 5.0 * H * T / C) * elem_bytes / 2.0;
-  return s_.n_layer * per_layer + 8.0 * b * T * V;
+  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size, t = tp_size();
+  const double per_layer = b * T * C * (10.0 + 24.0 / t + 5.0 * H * T / (C * t)) * elem_bytes / 2.0;
+  return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
 }
 
 double Gpt::flops_per_token() const {
-  const double n = static_cast<double>(count_parameters(*this) - s_.block_size * s_.n_embd);
-  return 6.0 * n + 12.0 * s_.n_layer * s_.n_embd * s_.block_size;
+  const double C = s_.n_embd, L = s_.n_layer;
+  const double n = s_.vocab_size * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;  // all parameters but wpe
+  return 6.0 * n + 12.0 * L * C * s_.block_size;
 }
 
 void Gpt::initialize(std::uint64_t seed) {
@@ -114,15 +173,17 @@ void Gpt::initialize(std::uint64_t seed) {
   const double std_residual = 0.02 / std::sqrt(2.0 * s_.n_layer);
   for (auto& p : named_parameters(/*recurse=*/true)) {
     const std::string& name = p.key();
-    auto& t = p.value();
+    const ShardSpec spec = shard(name);
+    auto full = torch::empty(spec.global_shape, p.value().options());
     auto gen = at::detail::createCPUGenerator(splitmix64(seed ^ fnv1a(name)));
     if (ends_with(name, ".bias")) {
-      t.zero_();
+      full.zero_();
     } else if (name.starts_with("ln_") || name.find(".ln_") != std::string::npos) {
-      t.fill_(1.0);
+      full.fill_(1.0);
     } else {
-      t.normal_(0.0, ends_with(name, "c_proj.weight") ? std_residual : 0.02, gen);
+      full.normal_(0.0, ends_with(name, "c_proj.weight") ? std_residual : 0.02, gen);
     }
+    p.value().copy_(take_shard(full, spec, tp_rank(), tp_size()));
   }
 }
 

@@ -8,12 +8,14 @@
 
 namespace gridtrain {
 
-std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size) {
-  using Factory = std::function<std::shared_ptr<LanguageModel>(const Config&, int)>;
+std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size) { return make_model(c, vocab_size, {}); }
+
+std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size, const ModelLayout& layout) {
+  using Factory = std::function<std::shared_ptr<LanguageModel>(const Config&, int, const ModelLayout&)>;
   static const std::map<std::string, Factory> registry = {
-      {"gpt", [](const Config& cfg, int v) {
-         return std::make_shared<Gpt>(GptShape{v, cfg.model.block_size, cfg.model.n_layer, cfg.model.n_head,
-                                               cfg.model.n_embd});
+      {"gpt", [](const Config& cfg, int v, const ModelLayout& l) {
+         return std::make_shared<Gpt>(
+             GptShape{v, cfg.model.block_size, cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd}, l);
        }},
   };
   auto it = registry.find(c.model.type);
@@ -22,7 +24,7 @@ std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size) {
     for (const auto& [name, f] : registry) known += " " + name;
     throw Error("model.type = '" + c.model.type + "' is unknown; valid:" + known);
   }
-  return it->second(c, vocab_size);
+  return it->second(c, vocab_size, layout);
 }
 
 std::int64_t count_parameters(const torch::nn::Module& m) {

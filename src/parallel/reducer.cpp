@@ -123,15 +123,6 @@ double Reducer::finish() {
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
-double Reducer::grad_norm() const {
-  double sq = 0.0;
-  for (const auto& b : buckets_) {
-    const double n = b.norm().item<double>();  // fp32 kernel with blocked accumulation, no fp64 copy
-    sq += n * n;
-  }
-  return std::sqrt(sq);
-}
-
 void Reducer::scale(double factor) {
   for (auto& b : buckets_) b.mul_(factor);
 }

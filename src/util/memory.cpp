@@ -13,17 +13,16 @@ double peak_rss_bytes() {
   return 0.0;
 }
 
-std::string min_avg_max_mib(double value_bytes, MPI_Comm comm) {
+std::string min_avg_max(double value, MPI_Comm comm, double unit_size, const std::string& unit) {
   int n = 1;
   MPI_Comm_size(comm, &n);
-  double lo = value_bytes, sum = value_bytes, hi = value_bytes;
+  double lo = value / unit_size, sum = lo, hi = lo;
   MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, comm);
   MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
   MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, comm);
   char out[128];
-  std::snprintf(out, sizeof out, "min/avg/max over %d ranks: %.1f / %.1f / %.1f MiB", n, lo / 1048576.0,
-                sum / n / 1048576.0, hi / 1048576.0);
-  return out;
+  std::snprintf(out, sizeof out, "min/avg/max over %d ranks: %.1f / %.1f / %.1f", n, lo, sum / n, hi);
+  return out + (unit.empty() ? "" : " " + unit);
 }
 
 }  // namespace gridtrain

@@ -8,7 +8,7 @@ namespace gridtrain {
 
 const char* section_name(Section s) {
   static constexpr std::array<const char*, kSectionCount> names = {
-      "Data", "Compute", "Comm", "Optim", "Eval", "Checkpt", "Output", "Other"};
+      "Data", "Compute", "Bubble", "Comm", "Optim", "Eval", "Checkpt", "Output", "Other"};
   return names[static_cast<size_t>(s)];
 }
 

@@ -71,16 +71,13 @@ TEST_CASE("reducer equals a plain allreduce for several bucket sizes, in any arr
       if (overlap) CHECK(reducer.buckets_started() == reducer.bucket_count());  // all started during backward
       if (!overlap) CHECK(reducer.buckets_started() == 0);
       reducer.finish();
-      double sq = 0;
       for (std::size_t i = 0; i < params.size(); ++i) {
         const auto expected = plain_average(grad_of(i, f.rank, 0, params[i]), f.size);
         // Allreduce algorithms may add in different orders: equal to rounding, and bitwise equal
         // on all ranks.
         CHECK(torch::allclose(params[i].grad(), expected, 1e-6, 1e-6));
         CHECK(same_on_all_ranks(params[i].grad()));
-        sq += expected.to(torch::kFloat64).square().sum().item<double>();
       }
-      CHECK(reducer.grad_norm() == Approx(std::sqrt(sq)).epsilon(1e-6));  // fp32 norms
     }
   }
 }

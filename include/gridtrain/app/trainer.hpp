@@ -73,6 +73,7 @@ class Trainer {
   double forward_backward(long long s, double loss_scale);
   /// Whether [debug] fault injection of kind `what` (loss | grad) applies to this rank at step s.
   bool injects(const std::string& what, long long s) const;
+  double counted_grad_sq() const;
   TrainState train_state() const;
   void restore(const TrainState& st);
   /// Fills a (rows, T+1) batch from the sampler for global sample indices first..first+rows-1.
@@ -83,6 +84,7 @@ class Trainer {
   Log& log_;
   double peak_gflops_;
   std::unique_ptr<Grid> grid_;
+  std::unique_ptr<Axis> tied_;  // first and last pipeline stage (pp > 1 only): the tied wte
   torch::Device device_{torch::kCPU};  // train.device, resolved
   int accum_ = 1;
   TokenData data_;

@@ -25,14 +25,19 @@ std::size_t dtype_size(DType t);
 /// "(256, 16)", "(16,)": a shape as Python prints it.
 std::string shape_text(const std::vector<hsize_t>& shape);
 
-/// A hyperslab of a dataset: offset and count per dimension. none() selects nothing.
+/// A hyperslab of a dataset: offset and count per dimension, optionally repeated `blocks` times
+/// along dimension 0 every `stride` rows (a tensor-parallel shard of fused q, k, v rows: one
+/// block per part). The blocks lie one after another in memory. none() selects nothing.
 struct Slab {
   std::vector<hsize_t> offset, count;
   bool empty = false;
+  hsize_t blocks = 1, stride = 0;
   static Slab none() { return {{}, {}, true}; }
   /// The whole of a dataset of shape `shape`.
   static Slab all(const std::vector<hsize_t>& shape) { return {std::vector<hsize_t>(shape.size(), 0), shape, false}; }
   std::size_t elements() const;
+  /// Block b as a slab of its own.
+  Slab block(hsize_t b) const;
 };
 
 /// Order-independent checksum of the elements of slab (row-major, contiguous in data) of a
@@ -50,11 +55,13 @@ class CheckpointFile {
   /// this rank's slab from data (contiguous, row-major) and stores the checksum.
   void write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
              const void* data);
-  /// Collective: reads this rank's slab of `name` into out (row-major). The slabs must either all
-  /// be the whole dataset or partition it (that is how the checksum is verified). Throws std::runtime_error
-  /// naming the dataset when it is missing, its shape differs from `shape`, its type differs, or
-  /// its checksum does not match.
-  void read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab, void* out);
+  /// Collective: reads this rank's slab of `name` into out (row-major). The checksum is verified
+  /// over the slabs of the `primary` ranks, which must partition the dataset (replicas read the
+  /// same data as non-primary), or by every rank alone when every rank reads the whole dataset.
+  /// Throws std::runtime_error naming the dataset when it is missing, its shape differs from
+  /// `shape`, its type differs, or its checksum does not match.
+  void read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab, void* out,
+            bool primary = true);
   /// Global shape of dataset name, or throws std::runtime_error if it does not exist.
   std::vector<hsize_t> shape_of(const std::string& name) const;
   bool exists(const std::string& name) const;

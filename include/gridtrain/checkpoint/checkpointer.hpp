@@ -15,7 +15,9 @@
 
 #include <mpi.h>
 
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/model/language_model.hpp"
 #include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
@@ -70,6 +72,15 @@ class Checkpointer {
   double write_s() const { return write_s_; }  ///< time spent writing files (background when async)
 
  private:
+  struct Entry {
+    std::string name;             // dataset, e.g. /model/h.0.attn.c_attn.weight
+    std::vector<hsize_t> shape;   // global
+    torch::Tensor local;          // undefined where this rank does not hold the tensor
+    ShardSpec spec;
+  };
+  std::vector<Entry> entries(LanguageModel& model, Optimizer& opt);
+  bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
+  Slab slab_of(const Entry& e) const;
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
   void join_writer();
   std::string file_name(long long step) const;

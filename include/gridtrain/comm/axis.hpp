@@ -6,6 +6,7 @@
 // bucket), instead of hanging.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -87,6 +88,8 @@ class Axis {
 
   /// In-place sum over the axis of n floats.
   Work allreduce_sum(float* data, std::size_t n, const std::string& label = "");
+  /// In-place elementwise maximum over the axis of n floats.
+  Work allreduce_max(float* data, std::size_t n, const std::string& label = "");
   /// in: size()·n floats; out: n floats = the sum over ranks of block rank() of everyone's in.
   Work reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label = "");
   /// in: bytes from this rank; out: size()·bytes, rank r's block at r·bytes.
@@ -99,11 +102,18 @@ class Axis {
   Work recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
 
   /// Blocking sum-allreduce of a few doubles in place (losses, norms, counters), under the same
-  /// timeout as the non-blocking operations.
+  /// timeout as the non-blocking operations. Not counted in bytes_sent().
   void allreduce_sum(double* data, int n, const std::string& label = "");
+
+  /// Bytes this rank has sent on the axis by the buffer operations: a ring allreduce sends
+  /// 2(p−1)/p of the buffer, reduce-scatter and all-gather (p−1)/p of the whole, all-to-all
+  /// (p−1)/p, a broadcast the buffer (root) or nothing, send its bytes (the NCCL/MPI ring
+  /// algorithms' volumes; Patarasuk & Yuan 2009).
+  std::uint64_t bytes_sent() const { return bytes_; }
 
  private:
   std::string describe(const char* op, const std::string& label);
+  std::uint64_t ring_share(std::size_t bytes) const;  // (p−1)/p of bytes
   /// Numbers the operation and posts it: on the device backend with device(DeviceComm&),
   /// which returns its Pending, else with mpi(what, &request).
   template <class Mpi, class Device>
@@ -114,6 +124,7 @@ class Axis {
   int size_ = 1, rank_ = 0;
   double timeout_s_ = 0;
   unsigned long long seq_ = 0;  // operations issued on this axis
+  std::uint64_t bytes_ = 0;
   std::unique_ptr<DeviceComm> device_;
 };
 

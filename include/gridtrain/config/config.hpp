@@ -17,6 +17,7 @@ struct Config {
     int dp = 0;  ///< data-parallel size; 0 = auto (world / (tp·pp))
     int tp = 1;  ///< tensor-parallel size
     int pp = 1;  ///< pipeline-parallel size
+    std::string stage_layers = "auto";  ///< layers per pipeline stage: auto | "n0,n1,..."
   } grid;
   struct Model {
     std::string type = "gpt";
@@ -59,6 +60,7 @@ struct Config {
     int outlier_window = 100;        ///< accepted steps the z-score is taken over
     double outlier_z = 6.0;          ///< z-score above which a step is an outlier
     std::string on_oom = "abort";    ///< abort | backoff (halve the micro-batch, double accumulation)
+    std::string schedule = "1f1b";   ///< pipeline schedule: 1f1b | gpipe
   } train;
   struct Precision {
     std::string type = "fp32";          ///< fp32 | bf16 | fp16 (autocast compute; fp32 master weights)

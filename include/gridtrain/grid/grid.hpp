@@ -30,6 +30,8 @@ class Grid {
   Axis& dp() { return *dp_; }
   Axis& tp() { return *tp_; }
   Axis& pp() { return *pp_; }
+  /// The whole grid as one axis ("grid"): step-wide flags and sums.
+  Axis& all() { return *all_; }
   const GridShape& shape() const { return shape_; }
   int rank() const { return rank_; }  ///< rank in the grid (= world) communicator
   MPI_Comm comm() const { return cart_; }
@@ -50,7 +52,7 @@ class Grid {
   MPI_Comm cart_ = MPI_COMM_NULL;
   int rank_ = 0;
   std::array<int, 3> coords_{};
-  std::unique_ptr<Axis> dp_, tp_, pp_;
+  std::unique_ptr<Axis> dp_, tp_, pp_, all_;
 };
 
 }  // namespace gridtrain

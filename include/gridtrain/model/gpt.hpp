@@ -2,7 +2,17 @@
 // token + learned position embeddings, n_layer pre-LayerNorm blocks of causal multi-head
 // self-attention and a GELU (tanh) MLP of width 4C, final LayerNorm, output weights tied to the
 // token embedding. Parameter names: wte.weight, wpe.weight, h.<i>.{ln_1,attn.c_attn,attn.c_proj,
-// ln_2,mlp.c_fc,mlp.c_proj}.{weight,bias}, ln_f.{weight,bias}.
+// ln_2,mlp.c_fc,mlp.c_proj}.{weight,bias}, ln_f.{weight,bias}; <i> is the global layer index on
+// every pipeline stage, so names and checkpoints do not depend on the layout.
+//
+// Tensor parallel (Megatron-LM, parallel/tensor_parallel.hpp): c_attn and c_fc are
+// column-parallel (rank r holds heads [r·H/tp, (r+1)·H/tp) and 4C/tp of the MLP width),
+// the two c_proj are row-parallel with their bias added after the all-reduce, wte is
+// vocabulary-parallel (rows padded to a multiple of tp) and so is the tied head with its
+// cross-entropy; LayerNorms, wpe and the row-parallel biases are replicated.
+// Pipeline parallel: a stage holds layers [first_layer, first_layer + layers); the first stage
+// also wte and wpe, the last ln_f and (with pp > 1) its own copy of wte for the tied head,
+// whose gradient the trainer sums with the first stage's.
 #pragma once
 #include "gridtrain/model/language_model.hpp"
 
@@ -14,27 +24,29 @@ struct GptShape {
 
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  CausalSelfAttention(const GptShape& s);
+  CausalSelfAttention(const GptShape& s, Axis* tp);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
  private:
-  std::int64_t n_head_;
+  Axis* tp_;
+  std::int64_t n_head_;  // heads on this tp rank
   torch::nn::Linear c_attn_{nullptr}, c_proj_{nullptr};
   torch::Tensor mask_;  // (block_size, block_size) bool, true above the diagonal
 };
 
 class Mlp : public torch::nn::Module {
  public:
-  explicit Mlp(const GptShape& s);
+  Mlp(const GptShape& s, Axis* tp);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
  private:
+  Axis* tp_;
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
 };
 
 class Block : public torch::nn::Module {
  public:
-  explicit Block(const GptShape& s);
+  Block(const GptShape& s, Axis* tp);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
  private:
@@ -45,27 +57,40 @@ class Block : public torch::nn::Module {
 
 class Gpt : public LanguageModel {
  public:
-  explicit Gpt(const GptShape& s);
+  explicit Gpt(const GptShape& s, const ModelLayout& layout = {});
   /// idx (B, T) int64, T <= block_size -> logits (B, T, V), fp32 (bf16/fp16 under autocast).
+  /// One rank holding the whole model only.
   torch::Tensor forward(const torch::Tensor& idx);
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;
   torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) override;
-  /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT).
+  torch::Tensor stage_forward(const torch::Tensor& input) override;
+  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  bool first_stage() const override { return layout_.stage == 0; }
+  bool last_stage() const override { return layout_.stage + 1 == layout_.stages; }
+  ShardSpec shard(const std::string& name) const override;
+  /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
+  /// with N the whole model's count whatever the layout.
   double flops_per_token() const override;
-  /// Per layer b·T·C·(34 + 5·H·T/C) bytes at 2-byte activations (Korthikanti et al. 2022, §4.1,
-  /// "Reducing Activation Recomputation in Large Transformer Models"; no dropout here, so an
-  /// upper bound), scaled to elem_bytes; plus the fp32 logits and their softmax, 8·b·T·V.
+  /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
+  /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
+  /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
+  /// their softmax, 8·b·T·V/t.
   double activation_bytes(int micro_batch, int elem_bytes) const override;
   /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
-  /// biases 0, LayerNorm weight 1; each tensor drawn from its own generator seeded by
-  /// splitmix64(seed, fnv1a(name)).
+  /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
+  /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.
   void initialize(std::uint64_t seed) override;
   const GptShape& shape() const { return s_; }
 
  private:
-  torch::Tensor fp32_logits(const torch::Tensor& idx);  // (B·T, V) fp32
+  torch::Tensor embed(const torch::Tensor& idx);     // (B, T) -> (B, T, C)
+  torch::Tensor run_blocks(torch::Tensor x);         // (B, T, C) -> (B, T, C)
+  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
+  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
+  int tp_size() const { return layout_.tp ? layout_.tp->size() : 1; }
 
   GptShape s_;
+  ModelLayout layout_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> h_;
   torch::nn::LayerNorm ln_f_{nullptr};

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/parallel/tensor_parallel.hpp"
+
 namespace gridtrain {
 
 struct Config;
@@ -17,6 +19,18 @@ class LanguageModel : public torch::nn::Module {
   virtual torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) = 0;
   /// Sum (not mean) of the cross-entropy over B·T tokens, for validation.
   virtual torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) = 0;
+
+  // Pipeline stages: the first takes token ids (B, T), the others the previous stage's output
+  // (B, T, C); the last stage's output goes to head_loss_sum. With one stage,
+  // head_loss_sum(stage_forward(idx), targets) == loss_sum(idx, targets).
+  virtual torch::Tensor stage_forward(const torch::Tensor& input) = 0;
+  /// Sum of the cross-entropy over B·T tokens from the last stage's output (last stage only).
+  virtual torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
+  virtual bool first_stage() const = 0;
+  virtual bool last_stage() const = 0;
+  /// How parameter `name` of this rank maps onto the global tensor (checkpoints, init, norms).
+  virtual ShardSpec shard(const std::string& name) const = 0;
+
   /// Training FLOPs (forward + backward) per token.
   virtual double flops_per_token() const = 0;
   /// Estimated activation memory kept for backward by one micro-batch of micro_batch sequences,
@@ -26,9 +40,18 @@ class LanguageModel : public torch::nn::Module {
   virtual void initialize(std::uint64_t seed) = 0;
 };
 
-/// Builds the model named by c.model.type with vocabulary vocab_size. Throws gridtrain::Error for
-/// an unknown type (listing the known ones).
+/// Where this rank's part of the model sits in the grid.
+struct ModelLayout {
+  Axis* tp = nullptr;  ///< null: no tensor parallelism
+  int stage = 0, stages = 1;
+  std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
+};
+
+/// Builds the model named by c.model.type with vocabulary vocab_size, this rank's part of it for
+/// `layout` (default: the whole model). Throws gridtrain::Error for an unknown type (listing the
+/// known ones).
 std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size);
+std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size, const ModelLayout& layout);
 
 /// Number of elements over all parameters.
 std::int64_t count_parameters(const torch::nn::Module& m);

@@ -46,9 +46,6 @@ class Reducer {
   /// Starts every bucket not started yet, waits for all, and averages over dp. Returns the
   /// seconds spent here (exposed communication).
   double finish();
-  /// Global L2 norm of all gradients (after finish, the same on every replica): per-bucket
-  /// fp32 norms combined in fp64.
-  double grad_norm() const;
   /// Multiplies every gradient by factor (clipping).
   void scale(double factor);
 

@@ -11,7 +11,7 @@
 
 namespace gridtrain {
 
-enum class Section { Data, Compute, Comm, Optim, Eval, Checkpoint, Output, Other, kCount };
+enum class Section { Data, Compute, Bubble, Comm, Optim, Eval, Checkpoint, Output, Other, kCount };
 inline constexpr size_t kSectionCount = static_cast<size_t>(Section::kCount);
 
 /// Name of a section as printed in the breakdown table.

@@ -1,0 +1,31 @@
+// Pipeline parallelism over grid.pp(): which layers each stage holds, and in which order a stage
+// runs the forward and backward passes of a step's micro-batches.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace gridtrain {
+
+struct PipeOp {
+  enum Kind { Forward, Backward } kind;
+  int micro_batch;
+  bool operator==(const PipeOp&) const = default;
+};
+
+/// The passes of `stage` (0-based) of `stages` for `micro_batches` micro-batches, in order.
+///   "1f1b"  (PipeDream-Flush; Narayanan et al. 2021, "Efficient Large-Scale Language Model
+///           Training on GPU Clusters Using Megatron-LM", §2.2.1): min(stages − stage − 1, m)
+///           warm-up forwards, then one forward and one backward in turn, then the remaining
+///           backwards; at most stages − stage activations in flight.
+///   "gpipe" (Huang et al. 2019): every forward, then every backward.
+/// Both have the bubble (p − 1)/(m + p − 1) of the step. Throws std::invalid_argument for an
+/// unknown kind.
+std::vector<PipeOp> pipeline_schedule(const std::string& kind, int stage, int stages, int micro_batches);
+
+/// Layers per stage. rule "auto": n_layer split as evenly as possible, the first n_layer % stages
+/// stages taking one more; otherwise a comma-separated list of stages counts adding up to
+/// n_layer. Throws std::invalid_argument naming the problem (more stages than layers, a count
+/// below 1, a wrong sum or length).
+std::vector<int> stage_layers(const std::string& rule, int n_layer, int stages);
+
+}  // namespace gridtrain

@@ -1,0 +1,54 @@
+#include "gridtrain/parallel/pipeline.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace gridtrain {
+
+std::vector<PipeOp> pipeline_schedule(const std::string& kind, int stage, int stages, int micro_batches) {
+  std::vector<PipeOp> ops;
+  const int m = micro_batches;
+  if (kind == "gpipe") {
+    for (int i = 0; i < m; ++i) ops.push_back({PipeOp::Forward, i});
+    for (int i = 0; i < m; ++i) ops.push_back({PipeOp::Backward, i});
+    return ops;
+  }
+  if (kind != "1f1b") throw std::invalid_argument("unknown pipeline schedule '" + kind + "'; valid: 1f1b gpipe");
+  const int warmup = std::min(stages - stage - 1, m);
+  int f = 0, b = 0;
+  while (f < warmup) ops.push_back({PipeOp::Forward, f++});
+  while (f < m) {
+    ops.push_back({PipeOp::Forward, f++});
+    ops.push_back({PipeOp::Backward, b++});
+  }
+  while (b < m) ops.push_back({PipeOp::Backward, b++});
+  return ops;
+}
+
+std::vector<int> stage_layers(const std::string& rule, int n_layer, int stages) {
+  if (stages > n_layer)
+    throw std::invalid_argument(std::to_string(stages) + " pipeline stages for " + std::to_string(n_layer) +
+                                " layers; valid: grid.pp <= model.n_layer");
+  std::vector<int> layers;
+  if (rule == "auto") {
+    for (int s = 0; s < stages; ++s) layers.push_back(n_layer / stages + (s < n_layer % stages ? 1 : 0));
+    return layers;
+  }
+  std::stringstream in(rule);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      layers.push_back(std::stoi(item));
+    } catch (const std::exception&) {
+      throw std::invalid_argument("'" + item + "' is not a layer count");
+    }
+    if (layers.back() < 1) throw std::invalid_argument("every stage needs at least one layer, got " + item);
+  }
+  if (static_cast<int>(layers.size()) != stages || std::accumulate(layers.begin(), layers.end(), 0) != n_layer)
+    throw std::invalid_argument("'" + rule + "' must give " + std::to_string(stages) + " counts adding up to " +
+                                std::to_string(n_layer));
+  return layers;
+}
+
+}  // namespace gridtrain
