@@ -1,0 +1,101 @@
+// The full 3D grid: any (dp, tp, pp) layout of the same model on the same data computes the
+// one-rank run (losses, gradient norms with clipping active, final weights), and checkpoints
+// written at one layout load at another. 8 ranks, oversubscribed.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "../support/training.hpp"
+
+using namespace gridtrain;
+using namespace gridtrain::test;
+
+namespace {
+
+// A GPT that every layout below can split: 8 heads (tp up to 8), 4 layers (pp up to 4); clipping
+// is active on every step, so the global norm must be right for the weights to agree.
+Config model_3d(const std::string& dir, int steps, int dp, int tp, int pp) {
+  Config c = tiny(dir, steps, 8);
+  c.model.n_layer = 4;
+  c.model.n_head = 8;
+  c.model.n_embd = 32;
+  c.optim.clip_grad = 0.1;
+  c.grid.dp = dp, c.grid.tp = tp, c.grid.pp = pp;
+  return c;
+}
+
+std::map<std::string, torch::Tensor> weights(Trainer& t) {
+  std::map<std::string, torch::Tensor> w;
+  for (const auto& p : t.model().named_parameters(true)) w[p.key()] = p.value().detach().clone();
+  return w;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+// Every rank alone: the reference run, then the layout's checkpoint loaded onto one rank.
+void check_against_one_rank(const Config& layout_cfg, const RunResult& got, const Config& one_cfg) {
+  Log quiet(false);
+  Trainer one(one_cfg, MPI_COMM_SELF, quiet, 1.0);
+  const auto want = one.run();
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (std::size_t s = 0; s < want.losses.size(); ++s) {
+    CAPTURE(s);
+    CHECK(rel(got.losses[s], want.losses[s]) <= 1e-5);
+    CHECK(rel(got.grad_norms[s], want.grad_norms[s]) <= 1e-5);
+  }
+  Config gathered = one_cfg;  // the layout's final state, gathered through its checkpoint
+  gathered.checkpoint.dir = layout_cfg.checkpoint.dir;
+  gathered.checkpoint.resume = "auto";
+  Trainer loaded(gathered, MPI_COMM_SELF, quiet, 1.0);
+  const auto a = weights(loaded), b = weights(one);
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, w] : b) {
+    CAPTURE(name);
+    CHECK(torch::allclose(a.at(name), w, 1e-5, 1e-6));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
+  const auto dir = shared_dir("layouts");
+  Log quiet(false);
+  // (2,1,4) has 2 micro-batches for 4 stages: fewer micro-batches than stages.
+  for (auto [dp, tp, pp] : {std::array{2, 2, 2}, {1, 2, 4}, {2, 1, 4}, {4, 2, 1}, {1, 8, 1}}) {
+    CAPTURE(dp, tp, pp);
+    Config c = model_3d(dir, 6, dp, tp, pp);
+    c.checkpoint.dir = dir + "/ckpt-" + std::to_string(dp) + std::to_string(tp) + std::to_string(pp);
+    const auto got = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+    check_against_one_rank(c, got, model_3d(dir, 6, 1, 1, 1));
+  }
+}
+
+TEST_CASE("a vocabulary that tp does not divide (257 over tp = 2) is padded and computes the same", "[np8]") {
+  const auto dir = shared_dir("vocab257");
+  Log quiet(false);
+  Config c = model_3d(dir, 4, 2, 2, 2);
+  c.model.vocab_size = 257;
+  c.checkpoint.dir = dir + "/ckpt";
+  const auto got = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  Config one = model_3d(dir, 4, 1, 1, 1);
+  one.model.vocab_size = 257;
+  check_against_one_rank(c, got, one);
+}
+
+TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training continues", "[np8]") {
+  const auto dir = shared_dir("reshard3d");
+  Log quiet(false);
+  Config first = model_3d(dir, 4, 2, 2, 2);
+  first.checkpoint.dir = dir + "/ckpt";
+  Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+  Config second = model_3d(dir, 6, 4, 1, 2);
+  second.checkpoint.dir = first.checkpoint.dir;
+  second.checkpoint.resume = "auto";
+  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+  REQUIRE(resumed.start_step() == 4);
+  const auto rest = resumed.run();
+  Trainer straight(model_3d(dir, 6, 1, 1, 1), MPI_COMM_SELF, quiet, 1.0);
+  const auto want = straight.run();
+  REQUIRE(rest.losses.size() == 2);
+  for (int s = 4; s < 6; ++s) CHECK(rel(rest.losses[s - 4], want.losses[s]) <= 1e-5);
+}

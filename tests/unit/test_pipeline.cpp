@@ -1,0 +1,75 @@
+// The pipeline schedules against their definitions, and the stage split rule.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "gridtrain/parallel/pipeline.hpp"
+
+using namespace gridtrain;
+
+namespace {
+
+// Checks a stage's order against the 1F1B definition (PipeDream-Flush): every micro-batch once
+// forward and once backward, forwards and backwards each in micro-batch order, backward m after
+// forward m, min(p − s − 1, m) forwards before the first backward, then strict alternation
+// while forwards remain, and never more than p − s activations in flight.
+void check_1f1b(const std::vector<PipeOp>& ops, int s, int p, int m) {
+  REQUIRE(ops.size() == static_cast<std::size_t>(2 * m));
+  int f = 0, b = 0, in_flight = 0, max_in_flight = 0;
+  for (const auto& op : ops) {
+    if (op.kind == PipeOp::Forward) {
+      CHECK(op.micro_batch == f++);
+      max_in_flight = std::max(max_in_flight, ++in_flight);
+    } else {
+      CHECK(op.micro_batch == b++);
+      CHECK(op.micro_batch < f);
+      --in_flight;
+    }
+  }
+  CHECK(max_in_flight <= std::min(p - s, m));
+  const int warmup = std::min(p - s - 1, m);
+  for (int i = 0; i < warmup; ++i) CHECK(ops[i].kind == PipeOp::Forward);
+  for (int i = warmup; i < m; ++i) {  // steady state: F(i) B(i − warmup)
+    CHECK(ops[warmup + 2 * (i - warmup)] == PipeOp{PipeOp::Forward, i});
+    CHECK(ops[warmup + 2 * (i - warmup) + 1] == PipeOp{PipeOp::Backward, i - warmup});
+  }
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: each stage's order matches the definition, also with fewer micro-batches than stages",
+          "[pipeline]") {
+  for (int p : {1, 2, 3, 4, 8})
+    for (int m : {1, 2, 3, 4, 8, 16})
+      for (int s = 0; s < p; ++s) {
+        CAPTURE(p, m, s);
+        check_1f1b(pipeline_schedule("1f1b", s, p, m), s, p, m);
+      }
+  // The last stage alternates from the start; the first warms up with p − 1 forwards.
+  const auto last = pipeline_schedule("1f1b", 3, 4, 3);
+  CHECK(last == std::vector<PipeOp>{{PipeOp::Forward, 0}, {PipeOp::Backward, 0}, {PipeOp::Forward, 1},
+                                    {PipeOp::Backward, 1}, {PipeOp::Forward, 2}, {PipeOp::Backward, 2}});
+  const auto first = pipeline_schedule("1f1b", 0, 4, 5);
+  CHECK(first == std::vector<PipeOp>{{PipeOp::Forward, 0}, {PipeOp::Forward, 1}, {PipeOp::Forward, 2},
+                                     {PipeOp::Forward, 3}, {PipeOp::Backward, 0}, {PipeOp::Forward, 4},
+                                     {PipeOp::Backward, 1}, {PipeOp::Backward, 2}, {PipeOp::Backward, 3},
+                                     {PipeOp::Backward, 4}});
+}
+
+TEST_CASE("GPipe: all forwards, then all backwards", "[pipeline]") {
+  const auto ops = pipeline_schedule("gpipe", 1, 4, 3);
+  CHECK(ops == std::vector<PipeOp>{{PipeOp::Forward, 0}, {PipeOp::Forward, 1}, {PipeOp::Forward, 2},
+                                   {PipeOp::Backward, 0}, {PipeOp::Backward, 1}, {PipeOp::Backward, 2}});
+  CHECK_THROWS_AS(pipeline_schedule("zb", 0, 2, 2), std::invalid_argument);
+}
+
+TEST_CASE("stage split: auto is as even as possible, explicit lists are checked", "[pipeline]") {
+  CHECK(stage_layers("auto", 10, 4) == std::vector<int>{3, 3, 2, 2});
+  CHECK(stage_layers("auto", 4, 4) == std::vector<int>{1, 1, 1, 1});
+  CHECK(stage_layers("1,3", 4, 2) == std::vector<int>{1, 3});
+  CHECK_THROWS_WITH(stage_layers("auto", 2, 4), Catch::Contains("4 pipeline stages for 2 layers"));
+  CHECK_THROWS_WITH(stage_layers("2,1", 4, 2), Catch::Contains("must give 2 counts adding up to 4"));
+  CHECK_THROWS_WITH(stage_layers("4,0", 4, 2), Catch::Contains("at least one layer"));
+  CHECK_THROWS_WITH(stage_layers("a,b", 4, 2), Catch::Contains("'a' is not a layer count"));
+}
