@@ -1,15 +1,13 @@
-// gridtrain --dry-run: what a deck will cost on this launch's grid, without training.
+// gridtrain --dry-run: what a deck will cost on this launch's grid, per rank and per pipeline
+// stage, without training.
 #include <cstdio>
 
 #include <torch/torch.h>
 
 #include "gridtrain/app/app.hpp"
-#include "gridtrain/config/config.hpp"
-#include "gridtrain/grid/grid.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/app/trainer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
-#include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
 namespace {
@@ -26,54 +24,76 @@ int vocab_of(const Config& cfg) {
   }
 }
 
-// Optimizer state bytes per parameter, fp32 (error-feedback residuals of 1-bit Adam: ~2 more).
+// Optimizer state bytes per parameter, fp32.
 double optimizer_bytes_per_param(const std::string& type) {
   if (type == "sgd") return 4.0;          // momentum
   if (type == "onebit_adam") return 16.0;  // exp_avg, exp_avg_sq, worker and server residuals
   return 8.0;                             // AdamW: exp_avg, exp_avg_sq
 }
 
+// This rank's estimate, MiB: parameters, gradients, optimizer state, autocast copies,
+// activations, checkpoint snapshot, total; and its parameter count first.
+constexpr int kColumns = 8;
+
 }  // namespace
 
 int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
-  int size = 1;
-  MPI_Comm_size(world, &size);
-  const GridShape g = resolve_shape(cfg.grid.dp, cfg.grid.tp, cfg.grid.pp, size);
   int vocab = 0;
   agree(world, [&] { vocab = vocab_of(cfg); });
-  // The model is built on the host to count its parameters (4 bytes each, once).
-  const auto model = make_model(cfg, vocab);
-  const double n = static_cast<double>(count_parameters(*model));
+  const GridShape g = trainable_shape(cfg, world);
+  Grid grid(world, g);
+  const ModelLayout layout = model_layout(cfg, grid);
+  const auto model = make_model(cfg, vocab, layout);  // this rank's part, built on the host to count it
+  const int M = accumulation_steps(cfg, g.dp);
   const int elem = cfg.precision.type == "fp32" ? 4 : 2;
-  const int accum = cfg.train.global_batch / (cfg.train.micro_batch * g.dp);
-  const double mib = 1024.0 * 1024.0;
-  const double params = 4 * n, grads = 4 * n, optim = optimizer_bytes_per_param(cfg.optim.type) * n;
-  const double casts = elem == 2 ? 2 * n : 0.0;  // autocast's low-precision copies of the weights
-  const double acts = model->activation_bytes(cfg.train.micro_batch, elem);
-  const double snapshot = cfg.checkpoint.dir == "none" ? 0.0 : params + optim;
-  const double total = params + grads + optim + casts + acts + snapshot;
-  const double flops = model->flops_per_token() * cfg.train.global_batch * cfg.model.block_size;
-  char line[256];
+  // 1F1B keeps at most stages − stage micro-batches' activations (GPipe all of them).
+  const int in_flight = cfg.train.schedule == "gpipe" ? M : std::min(layout.stages - layout.stage, M);
+  const double n = static_cast<double>(count_parameters(*model)), mib = 1024.0 * 1024.0;
+  const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
+  double row[kColumns] = {n,
+                          4 * n / mib,
+                          4 * n / mib,
+                          optim / mib,
+                          elem == 2 ? 2 * n / mib : 0.0,  // autocast's low-precision copies of the weights
+                          in_flight * model->activation_bytes(cfg.train.micro_batch, elem) / mib,
+                          cfg.checkpoint.dir == "none" ? 0.0 : (4 * n + optim) / mib,
+                          0.0};
+  for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
+  // Rank 0 prints one line per stage (its dp = 0, tp = 0 rank) and the maximum over all ranks.
+  std::vector<double> all(static_cast<std::size_t>(kColumns * g.size()));
+  MPI_Gather(row, kColumns, MPI_DOUBLE, all.data(), kColumns, MPI_DOUBLE, 0, grid.comm());
+  std::vector<int> stage_of(static_cast<std::size_t>(g.size())), lead(static_cast<std::size_t>(g.size()));
+  const int me_lead = grid.dp().rank() == 0 && grid.tp().rank() == 0;
+  MPI_Gather(&layout.stage, 1, MPI_INT, stage_of.data(), 1, MPI_INT, 0, grid.comm());
+  MPI_Gather(&me_lead, 1, MPI_INT, lead.data(), 1, MPI_INT, 0, grid.comm());
+
+  char line[512];
   std::snprintf(line, sizeof line,
-                "Dry run: %s, %.0f parameters, grid %d (dp) x %d (tp) x %d (pp), micro-batch %d x accumulation %d, "
-                "precision %s\nEstimated memory per rank (every rank holds the whole model while tp = pp = 1):\n",
-                cfg.model.type.c_str(), n, g.dp, g.tp, g.pp, cfg.train.micro_batch, accum, cfg.precision.type.c_str());
+                "Dry run: %s, grid %d (dp) x %d (tp) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
+                "precision %s, optimizer %s\n"
+                "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, %d micro-batch(es) in flight "
+                "on stage 0; plus LibTorch, MPI and the dataset):\n"
+                "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
+                cfg.model.type.c_str(), g.dp, g.tp, g.pp, cfg.train.micro_batch, M, cfg.train.schedule.c_str(),
+                cfg.precision.type.c_str(), cfg.optim.type.c_str(), cfg.train.schedule == "gpipe" ? M : std::min(g.pp, M),
+                "stage", "parameters",
+                "params", "grads", "optim", "casts", "activations", "snapshot", "total");
   std::string text = line;
-  auto row = [&](const std::string& what, double bytes) {
-    std::snprintf(line, sizeof line, "  %-46s %10.1f MiB\n", what.c_str(), bytes / mib);
+  double worst = 0;
+  for (int r = 0; r < g.size(); ++r) {
+    const double* v = &all[static_cast<std::size_t>(kColumns * r)];
+    worst = std::max(worst, v[kColumns - 1]);
+    if (!lead[static_cast<std::size_t>(r)]) continue;
+    std::snprintf(line, sizeof line, "%6d %12.0f %9.1f %9.1f %9.1f %9.1f %11.1f %9.1f %9.1f\n",
+                  stage_of[static_cast<std::size_t>(r)], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     text += line;
-  };
-  row("parameters (fp32)", params);
-  row("gradients (fp32 buckets)", grads);
-  row("optimizer state (" + cfg.optim.type + ", fp32)", optim);
-  row("autocast weight copies", casts);
-  row("activations, one micro-batch (Korthikanti 2022)", acts);
-  row("checkpoint snapshot (host)", snapshot);
-  row("total (plus LibTorch, MPI and the dataset)", total);
-  std::snprintf(line, sizeof line, "FLOPs per step: %.4g (%.4g per rank; 6N + 12LCT per token)\n", flops,
-                flops / g.size());
-  text += line;
-  log.print(text);
+  }
+  const double flops = model->flops_per_token() * cfg.train.global_batch * cfg.model.block_size;
+  std::snprintf(line, sizeof line,
+                "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; 6N + 12LCT per "
+                "token)\n",
+                g.size(), worst, flops, flops / g.size());
+  log.print(text + line);
   return 0;
 }
 

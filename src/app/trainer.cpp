@@ -29,7 +29,8 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// Batch arithmetic that needs the grid: global = micro × dp × accumulation.
+}  // namespace
+
 int accumulation_steps(const Config& c, int dp) {
   const long long per_step = static_cast<long long>(c.train.micro_batch) * dp;
   if (c.train.global_batch % per_step != 0)
@@ -39,8 +40,6 @@ int accumulation_steps(const Config& c, int dp) {
   return static_cast<int>(c.train.global_batch / per_step);
 }
 
-// The grid shape, with the model and the options checked against it (every rank sees the same
-// problem, so these are gridtrain::Error).
 GridShape trainable_shape(const Config& c, MPI_Comm world) {
   int world_size = 1;
   MPI_Comm_size(world, &world_size);
@@ -61,6 +60,16 @@ GridShape trainable_shape(const Config& c, MPI_Comm world) {
                 "only; use adamw with tp/pp");
   return s;
 }
+
+ModelLayout model_layout(const Config& c, Grid& grid) {
+  const auto layers = stage_layers(c.grid.stage_layers, c.model.n_layer, grid.shape().pp);
+  const int stage = grid.pp().rank();
+  ModelLayout layout{&grid.tp(), stage, grid.pp().size(), 0, layers[static_cast<std::size_t>(stage)]};
+  for (int s = 0; s < stage; ++s) layout.first_layer += layers[static_cast<std::size_t>(s)];
+  return layout;
+}
+
+namespace {
 
 // train.device and comm.backend resolved: picks this rank's GPU when training on CUDA and
 // switches the grid to NCCL unless comm.backend = mpi (config.cpp rejected the combinations that
@@ -106,11 +115,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
   val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
 
-  const auto layers = stage_layers(cfg.grid.stage_layers, cfg.model.n_layer, grid_->shape().pp);
-  const int stage = grid_->pp().rank();
-  ModelLayout layout{&grid_->tp(), stage, grid_->pp().size(), 0, layers[static_cast<std::size_t>(stage)]};
-  for (int s = 0; s < stage; ++s) layout.first_layer += layers[static_cast<std::size_t>(s)];
-  model_ = make_model(cfg, vocab, layout);
+  model_ = make_model(cfg, vocab, model_layout(cfg, *grid_));
   model_->initialize(cfg.train.seed);  // on the host, so that every device starts from the same bits
   model_->to(device_);
   // With pp > 1 the first and the last stage each hold wte (embedding and tied head): their
@@ -133,7 +138,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
 
   log_.print(grid_->describe() + ", device " + device_.str() + "\n");
   log_.print("Model: " + cfg.model.type + ", " + fmt("%.4g", model_->flops_per_token()) +
-             " FLOPs/token (6N + 12LCT); layers per stage " + cfg.grid.stage_layers + " = " + join(layers) +
+             " FLOPs/token (6N + 12LCT); layers per stage " + cfg.grid.stage_layers + " = " +
+             join(stage_layers(cfg.grid.stage_layers, cfg.model.n_layer, grid_->shape().pp)) +
              "; parameters per rank " + min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->comm()) +
              "\n");
   log_.print("Data: " + cfg.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
@@ -389,6 +395,10 @@ Trainer::StepOutcome Trainer::back_off(long long s, int ranks) {
   return {0.0, 0.0, /*retry=*/true};
 }
 
+std::uint64_t Trainer::pp_bytes_sent() const {
+  return grid_->pp().bytes_sent() + (tied_ ? tied_->bytes_sent() : 0);
+}
+
 TrainState Trainer::train_state() const {
   TrainState st{{"skipped_steps", {static_cast<double>(skipped_nonfinite_), static_cast<double>(skipped_outliers_),
                                    static_cast<double>(stuck_)}}};
@@ -447,7 +457,10 @@ RunResult Trainer::run() {
     if (s == 1 && grid_->rank() == cfg_.debug.stall_rank)  // fault injection: a rank late to step 2
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.stall_s));
     const double lr = schedule_(s);
+    const std::uint64_t tp_before = grid_->tp().bytes_sent(), pp_before = pp_bytes_sent();
     const StepOutcome step = train_step(s, lr);
+    tp_bytes_ += grid_->tp().bytes_sent() - tp_before;  // training traffic only, not validation
+    pp_bytes_ += pp_bytes_sent() - pp_before;
     if (step.retry) {  // out of memory, backed off: the same step again with smaller micro-batches
       --s;
       continue;
@@ -526,8 +539,12 @@ void Trainer::print_summary(const RunResult& r) {
     log_.print("\nGradient allreduce (dp, avg over ranks): " + fmt("%.3f", comm[0] / grid_->dp().size()) +
                " s in flight, " + fmt("%.3f", comm[1] / grid_->dp().size()) + " s exposed (comm.overlap = " +
                (cfg_.comm.overlap ? "true" : "false") + ", " + std::to_string(reducer_->bucket_count()) +
-               " buckets)\nBytes sent per step and rank: dp " + fmt("%.0f", static_cast<double>(dp_bytes_) / steps) +
-               ", tp 0, pp 0\n");
+               " buckets)\n");
+  double bytes[3] = {static_cast<double>(dp_bytes_), static_cast<double>(tp_bytes_), static_cast<double>(pp_bytes_)};
+  grid_->all().allreduce_sum(bytes, 3);
+  const double per = static_cast<double>(grid_->shape().size()) * static_cast<double>(std::max(1LL, steps));
+  log_.print("Bytes sent per training step and rank (avg over ranks): dp " + fmt("%.0f", bytes[0] / per) + ", tp " +
+             fmt("%.0f", bytes[1] / per) + ", pp " + fmt("%.0f", bytes[2] / per) + "\n");
   if (checkpointer_->saves() > 0)
     log_.print("\nCheckpoints: " + std::to_string(checkpointer_->saves()) + " written to " + cfg_.checkpoint.dir +
                ", step-loop stall " + fmt("%.3f", checkpointer_->stall_s()) + " s, write " +

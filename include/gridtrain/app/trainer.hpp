@@ -25,6 +25,16 @@
 
 namespace gridtrain {
 
+/// The grid shape for c on world, with the model and options checked against it. Throws
+/// gridtrain::Error naming the keys (n_head not divisible by tp, more stages than layers, a bad
+/// grid.stage_layers, options that need tp = pp = 1).
+GridShape trainable_shape(const Config& c, MPI_Comm world);
+/// Micro-batches per step and dp rank: global = micro × dp × accumulation. Throws
+/// gridtrain::Error when train.global_batch is not a multiple of micro_batch · dp.
+int accumulation_steps(const Config& c, int dp);
+/// This rank's part of the model on grid: its tp axis, stage, and layers (grid.stage_layers).
+ModelLayout model_layout(const Config& c, Grid& grid);
+
 struct RunResult {
   int stop_signal = 0;             ///< the signal that stopped the run before its last step, or 0
   bool checkpointed = false;       ///< whether a checkpoint was saved when it stopped
@@ -74,6 +84,7 @@ class Trainer {
   /// Whether [debug] fault injection of kind `what` (loss | grad) applies to this rank at step s.
   bool injects(const std::string& what, long long s) const;
   double counted_grad_sq() const;
+  std::uint64_t pp_bytes_sent() const;
   TrainState train_state() const;
   void restore(const TrainState& st);
   /// Fills a (rows, T+1) batch from the sampler for global sample indices first..first+rows-1.
@@ -106,6 +117,7 @@ class Trainer {
   long long stuck_ = 0;  // non-finite steps in a row at the minimum loss scale (or without one)
   int oom_backoffs_ = 0;
   std::uint64_t dp_bytes_ = 0;                     // sent on dp by this rank (gradients, 1-bit momentum)
+  std::uint64_t tp_bytes_ = 0, pp_bytes_ = 0;      // sent on tp / pp (with the tied embedding) in training steps
   Timer timer_;
 };
 
