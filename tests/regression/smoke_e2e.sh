@@ -8,7 +8,7 @@ rm -rf "$work" && mkdir -p "$work"
 "$mpiexec" -n 2 --oversubscribe "$gridtrain" -i "$(dirname "$0")/../../inputs/in.smoke" \
   --data.path="$data" --output.dir="$work/out" | tee "$work/screen.txt"
 for pattern in "Process grid: 2 \(dp\) x 1 \(tp\) x 1 \(pp\) = 2 MPI ranks" "Loop time of .* on 2 procs for 30 steps" \
-               "Performance: .* tokens/s, .* samples/s, .*% MFU" "MPI task timing breakdown" "Bytes sent per step and rank: dp [1-9]" \
+               "Performance: .* tokens/s, .* samples/s, .*% MFU" "MPI task timing breakdown" "Bytes sent per training step and rank .avg over ranks.: dp [1-9][0-9]*, tp 0, pp 0" \
                "^(Data|Compute|Comm|Optim|Eval|Output|Other) +\|" "Final validation loss"; do
   grep -Eq "$pattern" "$work/screen.txt" || { echo "FAIL: screen output lacks /$pattern/"; exit 1; }
 done
