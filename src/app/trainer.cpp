@@ -29,6 +29,27 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// train.device and comm.backend resolved: picks this rank's GPU when training on CUDA and
+// switches the grid to NCCL unless comm.backend = mpi (config.cpp rejected the combinations that
+// cannot work when both were explicit; here auto has been resolved).
+torch::Device setup_device(const Config& c, Grid& grid) {
+  const bool cuda = c.train.device == "cuda" || (c.train.device == "auto" && cuda_available());
+  if (!cuda) {
+    const std::string resolved = c.train.device == "auto" ? " (train.device = auto found no CUDA device)" : "";
+    if (c.comm.backend == "nccl") throw Error("comm.backend = nccl needs train.device = cuda" + resolved);
+    if (c.precision.type == "fp16")
+      throw Error("precision.type = fp16 needs CUDA" + resolved + "; on the CPU use precision.type = bf16");
+    return torch::kCPU;
+  }
+  try {
+    const int index = select_cuda_device(grid.comm());
+    if (c.comm.backend != "mpi") grid.use_nccl();
+    return {torch::kCUDA, static_cast<torch::DeviceIndex>(index)};
+  } catch (const std::runtime_error& e) {
+    throw Error(std::string("train.device = ") + c.train.device + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 int accumulation_steps(const Config& c, int dp) {
@@ -68,31 +89,6 @@ ModelLayout model_layout(const Config& c, Grid& grid) {
   for (int s = 0; s < stage; ++s) layout.first_layer += layers[static_cast<std::size_t>(s)];
   return layout;
 }
-
-namespace {
-
-// train.device and comm.backend resolved: picks this rank's GPU when training on CUDA and
-// switches the grid to NCCL unless comm.backend = mpi (config.cpp rejected the combinations that
-// cannot work when both were explicit; here auto has been resolved).
-torch::Device setup_device(const Config& c, Grid& grid) {
-  const bool cuda = c.train.device == "cuda" || (c.train.device == "auto" && cuda_available());
-  if (!cuda) {
-    const std::string resolved = c.train.device == "auto" ? " (train.device = auto found no CUDA device)" : "";
-    if (c.comm.backend == "nccl") throw Error("comm.backend = nccl needs train.device = cuda" + resolved);
-    if (c.precision.type == "fp16")
-      throw Error("precision.type = fp16 needs CUDA" + resolved + "; on the CPU use precision.type = bf16");
-    return torch::kCPU;
-  }
-  try {
-    const int index = select_cuda_device(grid.comm());
-    if (c.comm.backend != "mpi") grid.use_nccl();
-    return {torch::kCUDA, static_cast<torch::DeviceIndex>(index)};
-  } catch (const std::runtime_error& e) {
-    throw Error(std::string("train.device = ") + c.train.device + ": " + e.what());
-  }
-}
-
-}  // namespace
 
 Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops)
     : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), schedule_(cfg) {

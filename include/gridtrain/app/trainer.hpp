@@ -60,7 +60,8 @@ class Trainer {
 
   LanguageModel& model() { return *model_; }
   Grid& grid() { return *grid_; }
-  /// Mean validation loss over the fixed validation subset, nats/token. Collective over dp.
+  /// Mean validation loss over the fixed validation subset, nats/token, forward through the
+  /// pipeline. Collective over the grid.
   double evaluate();
   int accumulation() const { return accum_; }
   Optimizer& optimizer() { return *optimizer_; }
@@ -77,12 +78,14 @@ class Trainer {
   StepOutcome train_step(long long s, double lr);
   void skip(long long s, const char* why, double loss, double norm);
   StepOutcome back_off(long long s, int ranks);
-  /// Sum of the training losses of this rank's micro-batches of step s (each / accum), backward
-  /// from loss · loss_scale; reads the global batch that starts at sample_index_. Throws
-  /// std::bad_alloc / c10::OutOfMemoryError when out of memory.
+  /// Runs this stage's part of step s's micro-batches in train.schedule order (backward from
+  /// loss · loss_scale) and returns, on the last stage, the sum of their losses, each the
+  /// micro-batch's mean / accumulation (0 elsewhere); reads the global batch that starts at
+  /// sample_index_. Throws std::bad_alloc / c10::OutOfMemoryError when out of memory.
   double forward_backward(long long s, double loss_scale);
   /// Whether [debug] fault injection of kind `what` (loss | grad) applies to this rank at step s.
   bool injects(const std::string& what, long long s) const;
+  /// Σ ||g||² over the gradients this rank counts toward the global norm.
   double counted_grad_sq() const;
   std::uint64_t pp_bytes_sent() const;
   TrainState train_state() const;
