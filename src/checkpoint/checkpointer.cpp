@@ -49,8 +49,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::vector<hsize_t> shape_of(const torch::Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
-
 // Durable, atomic replacement of a small text file.
 void replace_file(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
@@ -140,7 +138,7 @@ std::vector<Checkpointer::Entry> Checkpointer::entries(LanguageModel& model, Opt
   std::string mine;
   for (const auto& [name, e] : all) {
     mine += name;
-    for (auto d : e.shape) mine += " " + std::to_string(d);
+    for (auto d : e.shape) (mine += ' ') += std::to_string(d);
     mine += "\n";
   }
   int n = 0, size = 0, length = static_cast<int>(mine.size());
