@@ -7,6 +7,10 @@
 #include <new>
 #include <thread>
 
+#ifdef GRIDTRAIN_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/autocast.hpp"
@@ -127,6 +131,13 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   for (auto& p : model_->named_parameters(true)) {
     named.push_back({p.key(), p.value()});
     params.push_back(p.value());
+  }
+  // The global norm counts each parameter once per replica: tensor-parallel shards on every tp
+  // rank, replicated tensors on tp rank 0, the tied head's copy nowhere (its gradient equals
+  // the embedding's after the tied sum).
+  for (const auto& p : model_->named_parameters(true)) {
+    const ShardSpec spec = model_->shard(p.key());
+    if (spec.owner && (spec.dim >= 0 || grid_->tp().rank() == 0)) counted_.push_back(p.value());
   }
   reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg.comm.bucket_mb, cfg.comm.overlap,
                                        cfg.comm.compression);
@@ -286,20 +297,12 @@ double Trainer::evaluate() {
   return sums[0] / sums[1];
 }
 
-// Σ ||g||² over the gradients this rank counts toward the global norm: tensor-parallel shards
-// on every tp rank, replicated tensors on tp rank 0 only, the tied head's copy nowhere (its
-// gradient equals the embedding's after the tied sum). Summed over the grid it counts every
-// parameter dp times.
+// Σ ||g||² over counted_; summed over the grid it counts every parameter dp times.
 double Trainer::counted_grad_sq() const {
-  double sq = 0.0;
-  const bool tp0 = grid_->tp().rank() == 0;
-  for (const auto& p : model_->named_parameters(true)) {
-    const ShardSpec spec = model_->shard(p.key());
-    if (!spec.owner || (spec.dim < 0 && !tp0)) continue;
-    const double n = p.value().grad().norm().item<double>();  // fp32 kernel, blocked accumulation
-    sq += n * n;
-  }
-  return sq;
+  if (counted_.empty()) return 0.0;
+  std::vector<torch::Tensor> norms;  // fp32 kernels with blocked accumulation, combined in fp64
+  for (const auto& p : counted_) norms.push_back(p.grad().norm());
+  return torch::stack(norms).to(torch::kDouble).square().sum().item<double>();  // one device sync
 }
 
 // One optimizer step. Every rank reaches the same verdict from one reduction over the whole
@@ -552,6 +555,19 @@ void Trainer::print_summary(const RunResult& r) {
              (oom_backoffs_ ? ", " + std::to_string(oom_backoffs_) + " out-of-memory backoff(s) to train.micro_batch = " +
                                   std::to_string(cfg_.train.micro_batch) : "") + "\n");
   log_.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid_->comm(), 1024.0 * 1024.0, "MiB") + "\n");
+#ifdef GRIDTRAIN_CUDA
+  if (device_.is_cuda()) {  // the same on every rank: train.device is one setting
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+    const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    log_.print("CUDA memory: peak allocated " +
+               min_avg_max(static_cast<double>(stats.allocated_bytes[all].peak), grid_->comm(), 1024.0 * 1024.0,
+                           "MiB") +
+               "; peak reserved by the caching allocator " +
+               min_avg_max(static_cast<double>(stats.reserved_bytes[all].peak), grid_->comm(), 1024.0 * 1024.0,
+                           "MiB") +
+               "\n");
+  }
+#endif
   if (r.final_val_loss)
     log_.print("\nFinal validation loss: " + fmt("%.4f", *r.final_val_loss) + " nats/token (" +
                fmt("%.4f", *r.final_val_loss / std::log(2.0)) + " bits/token) over " + std::to_string(val_total_) +

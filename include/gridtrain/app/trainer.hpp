@@ -106,6 +106,7 @@ class Trainer {
   std::vector<std::uint64_t> val_starts_;  // this dp rank's share of the validation subset
   std::size_t val_total_ = 0;
   std::shared_ptr<LanguageModel> model_;
+  std::vector<torch::Tensor> counted_;  // parameters whose gradients this rank counts in the norm
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
