@@ -557,13 +557,13 @@ void Trainer::print_summary(const RunResult& r) {
   log_.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid_->comm(), 1024.0 * 1024.0, "MiB") + "\n");
 #ifdef GRIDTRAIN_CUDA
   if (device_.is_cuda()) {  // the same on every rank: train.device is one setting
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+    const auto cuda = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
     const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     log_.print("CUDA memory: peak allocated " +
-               min_avg_max(static_cast<double>(stats.allocated_bytes[all].peak), grid_->comm(), 1024.0 * 1024.0,
+               min_avg_max(static_cast<double>(cuda.allocated_bytes[all].peak), grid_->comm(), 1024.0 * 1024.0,
                            "MiB") +
                "; peak reserved by the caching allocator " +
-               min_avg_max(static_cast<double>(stats.reserved_bytes[all].peak), grid_->comm(), 1024.0 * 1024.0,
+               min_avg_max(static_cast<double>(cuda.reserved_bytes[all].peak), grid_->comm(), 1024.0 * 1024.0,
                            "MiB") +
                "\n");
   }
