@@ -77,9 +77,26 @@ GridShape trainable_shape(const Config& c, MPI_Comm world) {
   } catch (const std::invalid_argument& e) {
     throw Error(std::string("grid.stage_layers = ") + c.grid.stage_layers + ": " + e.what());
   }
-  if (s.pp > 1 && c.train.on_oom == "backoff")
-    throw Error("train.on_oom = backoff needs grid.pp = 1: a stage that runs out of memory mid-schedule would leave "
-                "its neighbours waiting; use train.on_oom = abort");
+  if ((s.tp > 1 || s.pp > 1) && c.train.on_oom == "backoff")
+    throw Error("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "
+                "tensor-parallel all-reduce or mid-schedule would leave its peers waiting; use train.on_oom = abort");
+  // Fault injection that could never fire is a mistake in the deck, not a passing test.
+  if (c.debug.stall_rank >= s.size())
+    throw Error("debug.stall_rank = " + std::to_string(c.debug.stall_rank) + " but the job has " +
+                std::to_string(s.size()) + " ranks; valid: -1 (off) or 0.." + std::to_string(s.size() - 1));
+  if (c.debug.nonfinite != "none") {
+    if (c.debug.nonfinite_rank >= s.size())
+      throw Error("debug.nonfinite_rank = " + std::to_string(c.debug.nonfinite_rank) + " but the job has " +
+                  std::to_string(s.size()) + " ranks; valid: 0.." + std::to_string(s.size() - 1));
+    if (c.debug.nonfinite_step > c.train.steps)
+      throw Error("debug.nonfinite_step = " + std::to_string(c.debug.nonfinite_step) + " is after the last step (" +
+                  std::to_string(c.train.steps) + ")");
+    const int stage = c.debug.nonfinite_rank / (s.dp * s.tp);  // grid ranks are (pp, dp, tp), tp fastest
+    if (c.debug.nonfinite == "loss" && stage != s.pp - 1)
+      throw Error("debug.nonfinite = loss on rank " + std::to_string(c.debug.nonfinite_rank) + ", which is on pipeline "
+                  "stage " + std::to_string(stage) + " and computes no loss; valid: a rank of the last stage, " +
+                  std::to_string((s.pp - 1) * s.dp * s.tp) + ".." + std::to_string(s.size() - 1));
+  }
   if ((s.tp > 1 || s.pp > 1) && c.optim.type == "onebit_adam")
     throw Error("optim.type = onebit_adam keeps gradients local after its freeze and supports grid.tp = grid.pp = 1 "
                 "only; use adamw with tp/pp");
@@ -125,6 +142,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     MPI_Comm pair;
     MPI_Comm_split(grid_->pp().comm(), p == 0 || p == last ? 0 : MPI_UNDEFINED, p, &pair);
     if (pair != MPI_COMM_NULL) tied_ = std::make_unique<Axis>("pp (tied embedding)", pair, cfg.comm.timeout_s);
+    if (tied_ && std::string(grid_->pp().backend()) == "nccl") tied_->attach(make_nccl_comm(tied_->comm(), tied_->name()));
   }
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
@@ -208,9 +226,13 @@ double Trainer::forward_backward(long long step, double loss_scale) {
   Axis& pp = grid_->pp();
   const bool first = model_->first_stage(), last = model_->last_stage();
   const std::uint64_t first_sample = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) * B * M;
-  const double limit = cfg_.debug.alloc_limit_mb * 1024 * 1024;
-  if (limit > 0 && model_->activation_bytes(B, compute_bytes_) > limit)
-    throw std::bad_alloc();  // fault injection: as if this micro-batch's activations did not fit
+  if (cfg_.debug.alloc_limit_mb > 0) {  // fault injection: as if a micro-batch's activations did not fit
+    // Decided over the grid, as the out-of-memory flag is: with pp > 1 only the last stage's
+    // estimate includes the logits, and a stage that fails alone would leave its neighbours waiting.
+    double over = model_->activation_bytes(B, compute_bytes_) > cfg_.debug.alloc_limit_mb * 1024 * 1024 ? 1 : 0;
+    grid_->all().allreduce_sum(&over, 1, "debug.alloc_limit_mb");
+    if (over > 0) throw std::bad_alloc();
+  }
   std::vector<torch::Tensor> inputs(M), outputs(M), losses(M), in_flight;
   std::vector<Work> sends;
   auto send = [&](const torch::Tensor& t, int peer, int tag) {
@@ -224,12 +246,13 @@ double Trainer::forward_backward(long long step, double loss_scale) {
     timer_.stamp(Section::Bubble);
     return t;
   };
-  double loss_sum = 0.0;
+  torch::Tensor loss_sum;  // last stage: Σ losses, read once at the end (one device sync)
   int backwards_left = M;
   for (const PipeOp& op : pipeline_schedule(cfg_.train.schedule, pp.rank(), pp.size(), M)) {
     const int m = op.micro_batch;
     if (op.kind == PipeOp::Forward) {
-      auto batch = train_batch(first_sample + static_cast<std::uint64_t>(m) * B, B);  // (B, T+1)
+      torch::Tensor batch;  // (B, T+1): the first stage's inputs, the last stage's targets
+      if (first || last) batch = train_batch(first_sample + static_cast<std::uint64_t>(m) * B, B);
       timer_.stamp(Section::Data);
       inputs[m] = first ? batch.slice(1, 0, T) : recv(pp.rank() - 1, m).requires_grad_();
       AutocastGuard autocast(cfg_.precision.type, device_);
@@ -237,7 +260,7 @@ double Trainer::forward_backward(long long step, double loss_scale) {
       if (last) {
         losses[m] = model_->head_loss_sum(outputs[m], batch.slice(1, 1, T + 1)) / (static_cast<double>(B) * T * M);
         if (injects("loss", step)) losses[m] = losses[m] + std::numeric_limits<double>::quiet_NaN();
-        loss_sum += losses[m].item<double>();
+        loss_sum = loss_sum.defined() ? loss_sum + losses[m].detach() : losses[m].detach();
       } else {
         send(outputs[m], pp.rank() + 1, m);
       }
@@ -262,7 +285,7 @@ double Trainer::forward_backward(long long step, double loss_scale) {
   }
   for (auto& w : sends) w.wait();
   timer_.stamp(Section::Bubble);
-  return loss_sum;
+  return loss_sum.defined() ? loss_sum.item<double>() : 0.0;
 }
 
 // Validation through the pipeline (forward only); the last stage's tp rank 0 counts the loss.
@@ -327,7 +350,7 @@ Trainer::StepOutcome Trainer::train_step(long long s, double lr) {
     exposed_comm_s_ += reducer_->finish();
     total_comm_s_ += reducer_->comm_s();
   }
-  if (tied_ && oom == 0.0) {  // embedding + tied head: one gradient, held by two stages
+  if (tied_) {  // embedding + tied head: one gradient, held by two stages (summed even after an OOM: a collective)
     auto g = model_->named_parameters(true)["wte.weight"].grad();
     tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
   }
@@ -368,13 +391,21 @@ void Trainer::skip(long long s, const char* why, double loss, double norm) {
   log_.print("Step " + std::to_string(s + 1) + ": update skipped, " + why + " (loss " + fmt("%.4g", loss) +
              ", grad norm " + fmt("%.4g", norm) + (scaler_ ? ", loss scale now " + fmt("%g", scaler_->scale()) : "") +
              ")\n");
-  if (!nonfinite || (scaler_ && !scaler_->at_min())) return;
-  if (++stuck_ >= cfg_.train.max_consecutive_skips)
-    throw Error("step " + std::to_string(s + 1) + ": " + std::to_string(stuck_) +
-                " steps in a row had a non-finite loss or gradient" +
-                (scaler_ ? " at the minimum loss scale " + fmt("%g", scaler_->scale()) : "") +
-                " (train.max_consecutive_skips = " + std::to_string(cfg_.train.max_consecutive_skips) +
-                "); stopping. Lower optim.lr, raise optim.warmup_steps, or use precision.type = bf16/fp32");
+  // A non-finite step above the minimum loss scale is the scaler at work; any other skip in a
+  // row means training is not going on.
+  if (nonfinite && scaler_ && !scaler_->at_min()) return;
+  if (++stuck_ < cfg_.train.max_consecutive_skips) return;
+  const std::string hint =
+      nonfinite ? std::string("non-finite loss or gradient") +
+                      (scaler_ ? " at the minimum loss scale " + fmt("%g", scaler_->scale()) : "") +
+                      "); lower optim.lr or raise optim.warmup_steps" +
+                      (cfg_.precision.type == "fp16" ? ", or use precision.type = bf16" : "")
+                : std::string("loss or gradient-norm spike beyond train.outlier_z); the run has left the last "
+                              "train.outlier_window accepted steps behind: raise train.outlier_z or "
+                              "train.outlier_window, or set train.skip_outliers = false");
+  throw Error("step " + std::to_string(s + 1) + ": " + std::to_string(stuck_) +
+              " updates in a row were skipped (train.max_consecutive_skips = " +
+              std::to_string(cfg_.train.max_consecutive_skips) + "; the last for a " + hint);
 }
 
 // Out of memory on `ranks` ranks: with train.on_oom = backoff, every rank halves the
@@ -383,9 +414,13 @@ Trainer::StepOutcome Trainer::back_off(long long s, int ranks) {
   const int B = cfg_.train.micro_batch;
   const std::string what = "step " + std::to_string(s + 1) + ": out of memory in forward/backward on " +
                            std::to_string(ranks) + " rank(s) with train.micro_batch = " + std::to_string(B);
+  const bool can_back_off = grid_->shape().tp == 1 && grid_->shape().pp == 1;
   if (cfg_.train.on_oom != "backoff")
-    throw Error(what + "; lower train.micro_batch (accumulation keeps the global batch) or set train.on_oom = backoff");
-  if (B % 2 != 0) throw Error(what + ", which cannot be halved; set an even train.micro_batch");
+    throw Error(what + "; lower train.micro_batch (accumulation keeps the global batch)" +
+                (can_back_off ? " or set train.on_oom = backoff" : ""));
+  const std::string after = oom_backoffs_ ? " after " + std::to_string(oom_backoffs_) + " backoff(s)" : "";
+  if (B == 1) throw Error(what + after + ": nothing left to halve; a single sequence does not fit");
+  if (B % 2 != 0) throw Error(what + after + ", which cannot be halved; start from a power of two");
   cfg_.train.micro_batch = B / 2;
   accum_ *= 2;
   ++oom_backoffs_;

@@ -96,6 +96,22 @@ long long step_of(const fs::path& p) {
 }  // namespace
 
 Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log) : cfg_(cfg), grid_(grid), log_(log) {
+  if (enabled()) {
+    agree(grid.comm(), [&] {
+      if (grid.rank() != 0) return;
+      const fs::path dir(cfg.checkpoint.dir);
+      if (fs::exists(dir) && !fs::is_directory(dir))
+        throw Error("checkpoint.dir = " + cfg.checkpoint.dir + " exists and is not a directory; valid: a directory "
+                    "(created if missing) or none");
+      // A step-*.h5.tmp is a write that a crash interrupted; it never became `latest`.
+      if (fs::exists(dir))
+        for (const auto& e : fs::directory_iterator(dir))
+          if (e.path().filename().string().starts_with("step-") && e.path().extension() == ".tmp") {
+            log.print("Checkpoints: removing " + e.path().string() + " (an interrupted write)\n");
+            fs::remove(e.path());
+          }
+    });
+  }
   MPI_Comm_dup(grid.comm(), &io_comm_);
   if (cfg.checkpoint.async) {
     int provided = MPI_THREAD_SINGLE;

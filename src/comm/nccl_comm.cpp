@@ -37,80 +37,96 @@ class NcclPending : public Work::Pending {
   cudaEvent_t done_;
 };
 
+// Three lanes, each an NCCL communicator over the axis with its own non-blocking stream:
+// collectives, point-to-point messages to higher ranks, and to lower ranks. NCCL send/recv block
+// their stream until the peer's matching call, so one stream for both directions deadlocks
+// 1F1B (a stage's next activation send queued behind a gradient receive that waits for the
+// neighbour, whose stream holds the receive of that activation behind its own gradient send);
+// with a lane per direction each stream only ever waits for its own direction.
 class NcclComm : public DeviceComm {
  public:
   NcclComm(MPI_Comm comm, const std::string& axis) : axis_(axis) {
     MPI_Comm_size(comm, &size_);
     MPI_Comm_rank(comm, &rank_);
-    ncclUniqueId id;
-    if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
-    check(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (Lane& lane : lanes_) {
+      ncclUniqueId id;
+      if (rank_ == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+      check(ncclCommInitRank(&lane.comm, size_, id, rank_), "ncclCommInitRank");
+      check_cuda(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
     check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~NcclComm() override {
-    cudaStreamSynchronize(stream_);
-    ncclCommDestroy(comm_);
+    for (Lane& lane : lanes_) {
+      cudaStreamSynchronize(lane.stream);
+      ncclCommDestroy(lane.comm);
+      cudaStreamDestroy(lane.stream);
+    }
     cudaEventDestroy(ready_);
-    cudaStreamDestroy(stream_);
   }
 
   Op allreduce_sum(float* data, std::size_t n) override {
-    return run([&] { return ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, stream_); });
+    return run(kCollective, [&](const Lane& l) { return ncclAllReduce(data, data, n, ncclFloat32, ncclSum, l.comm, l.stream); });
   }
   Op allreduce_max(float* data, std::size_t n) override {
-    return run([&] { return ncclAllReduce(data, data, n, ncclFloat32, ncclMax, comm_, stream_); });
+    return run(kCollective, [&](const Lane& l) { return ncclAllReduce(data, data, n, ncclFloat32, ncclMax, l.comm, l.stream); });
   }
   Op reduce_scatter_sum(const float* in, float* out, std::size_t n) override {
-    return run([&] { return ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm_, stream_); });
+    return run(kCollective, [&](const Lane& l) { return ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, l.comm, l.stream); });
   }
   Op all_gather(const void* in, void* out, std::size_t bytes) override {
-    return run([&] { return ncclAllGather(in, out, bytes, ncclUint8, comm_, stream_); });
+    return run(kCollective, [&](const Lane& l) { return ncclAllGather(in, out, bytes, ncclUint8, l.comm, l.stream); });
   }
   Op broadcast(void* data, std::size_t bytes, int root) override {
-    return run([&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
+    return run(kCollective, [&](const Lane& l) { return ncclBroadcast(data, data, bytes, ncclUint8, root, l.comm, l.stream); });
   }
   Op all_to_all(const void* in, void* out, std::size_t bytes) override {
-    return run([&] {
+    return run(kCollective, [&](const Lane& l) {
       ncclGroupStart();
       for (int r = 0; r < size_; ++r) {
-        ncclSend(static_cast<const char*>(in) + r * bytes, bytes, ncclUint8, r, comm_, stream_);
-        ncclRecv(static_cast<char*>(out) + r * bytes, bytes, ncclUint8, r, comm_, stream_);
+        ncclSend(static_cast<const char*>(in) + r * bytes, bytes, ncclUint8, r, l.comm, l.stream);
+        ncclRecv(static_cast<char*>(out) + r * bytes, bytes, ncclUint8, r, l.comm, l.stream);
       }
       return ncclGroupEnd();
     });
   }
   Op send(const void* data, std::size_t bytes, int peer) override {
-    return run([&] { return ncclSend(data, bytes, ncclUint8, peer, comm_, stream_); });
+    return run(peer > rank_ ? kUp : kDown, [&](const Lane& l) { return ncclSend(data, bytes, ncclUint8, peer, l.comm, l.stream); });
   }
   Op recv(void* data, std::size_t bytes, int peer) override {
-    return run([&] { return ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_); });
+    return run(peer < rank_ ? kUp : kDown, [&](const Lane& l) { return ncclRecv(data, bytes, ncclUint8, peer, l.comm, l.stream); });
   }
 
  private:
+  struct Lane {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  enum { kCollective, kUp, kDown };  // kUp: messages from lower to higher ranks
+
   void check(ncclResult_t r, const char* what) const {
     if (r != ncclSuccess)
       throw std::runtime_error("NCCL error on axis " + axis_ + " in " + what + ": " + ncclGetErrorString(r));
   }
 
-  // The axis stream waits for what the compute stream queued (the gradients), runs the NCCL
+  // The lane's stream waits for what the compute stream queued (the gradients), runs the NCCL
   // call, and records the event its Work completes on.
   template <class Call>
-  Op run(Call&& call) {
+  Op run(int which, Call&& call) {
+    const Lane& lane = lanes_[which];
     check_cuda(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
-    check(call(), "collective");
+    check_cuda(cudaStreamWaitEvent(lane.stream, ready_, 0), "cudaStreamWaitEvent");
+    check(call(lane), "NCCL call");
     cudaEvent_t done;
     check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord");
-    return std::make_unique<NcclPending>(comm_, done);
+    check_cuda(cudaEventRecord(done, lane.stream), "cudaEventRecord");
+    return std::make_unique<NcclPending>(lane.comm, done);
   }
 
   std::string axis_;
   int size_ = 1, rank_ = 0;
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  Lane lanes_[3];
   cudaEvent_t ready_ = nullptr;
 };
 

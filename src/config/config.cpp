@@ -98,6 +98,9 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.precision.type == "fp16" && c.train.device == "cpu")
     errors.push_back("precision.type = fp16 needs CUDA (CPU autocast computes in bf16); use precision.type = bf16 "
                      "on the CPU");
+  if (c.precision.min_scale > c.precision.init_scale)
+    errors.push_back("precision.min_scale = " + std::to_string(c.precision.min_scale) + " is above precision.init_scale = " +
+                     std::to_string(c.precision.init_scale) + "; valid: min_scale <= init_scale");
   if (c.checkpoint.resume == "auto" && c.checkpoint.dir == "none")
     errors.push_back("checkpoint.resume = auto needs checkpoint.dir (it is 'none'); set checkpoint.dir");
   if (c.optim.decay_steps != 0 && c.optim.decay_steps <= c.optim.warmup_steps)

@@ -180,8 +180,8 @@ std::vector<Key> build_table() {
                {"auto", "cpu", "cuda"}),
 
       int_key<int>("train.max_consecutive_skips", GT_REF(train.max_consecutive_skips),
-                   "steps in a row skipped for a non-finite loss or gradient (with loss scaling: at "
-                   "precision.min_scale) before the run stops with an error", 1),
+                   "updates skipped in a row (a non-finite loss or gradient, with loss scaling only at "
+                   "precision.min_scale; or an outlier) before the run stops with an error naming the step", 1),
       bool_key("train.skip_outliers", GT_REF(train.skip_outliers),
                "skip the update of a step whose loss or gradient norm is a z-score outlier over the last "
                "train.outlier_window accepted steps (a loss spike)"),
@@ -202,7 +202,7 @@ std::vector<Key> build_table() {
                "CUDA", {"fp32", "bf16", "fp16"}),
       text_key("precision.loss_scaling", GT_REF(precision.loss_scaling),
                "dynamic loss scaling; auto = dynamic for fp16, none otherwise", {"auto", "dynamic", "none"}),
-      real_key("precision.init_scale", GT_REF(precision.init_scale), "initial loss scale", 0.0, true),
+      real_key("precision.init_scale", GT_REF(precision.init_scale), "initial loss scale", 0.0, true, 3.4e38),
       real_key("precision.growth_factor", GT_REF(precision.growth_factor),
                "scale multiplier after precision.growth_interval finite steps", 1.0, true),
       real_key("precision.backoff_factor", GT_REF(precision.backoff_factor), "scale multiplier on overflow", 0.0,
@@ -211,7 +211,7 @@ std::vector<Key> build_table() {
                    "finite steps in a row before the scale grows", 1),
       int_key<int>("precision.hysteresis", GT_REF(precision.hysteresis),
                    "overflows tolerated before the scale backs off", 1),
-      real_key("precision.min_scale", GT_REF(precision.min_scale), "lowest loss scale", 0.0, true),
+      real_key("precision.min_scale", GT_REF(precision.min_scale), "lowest loss scale", 0.0, true, 3.4e38),
 
       real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true,
                4096.0),

@@ -8,18 +8,20 @@ namespace gridtrain {
 GridShape resolve_shape(int dp, int tp, int pp, int world_size) {
   const std::string given = "grid.dp = " + (dp == 0 ? std::string("auto") : std::to_string(dp)) +
                             ", grid.tp = " + std::to_string(tp) + ", grid.pp = " + std::to_string(pp);
+  // In 64 bits: sizes up to INT_MAX each multiply without wrapping.
+  const long long tp_pp = static_cast<long long>(tp) * pp;
   if (dp == 0) {
-    if (world_size % (tp * pp) != 0)
+    if (world_size % tp_pp != 0)
       throw Error("process grid: " + given + " cannot fill " + std::to_string(world_size) +
-                  " MPI ranks: tp * pp = " + std::to_string(tp * pp) + " must divide the number of ranks");
-    dp = world_size / (tp * pp);
+                  " MPI ranks: tp * pp = " + std::to_string(tp_pp) + " must divide the number of ranks");
+    dp = static_cast<int>(world_size / tp_pp);
   }
-  GridShape s{dp, tp, pp};
-  if (s.size() != world_size)
-    throw Error("process grid: " + given + " needs dp * tp * pp = " + std::to_string(s.size()) +
+  const long long size = dp * tp_pp;
+  if (size != world_size)
+    throw Error("process grid: " + given + " needs dp * tp * pp = " + std::to_string(size) +
                 " MPI ranks, but the job has " + std::to_string(world_size) +
-                "; launch with mpirun -np " + std::to_string(s.size()) + " or set grid.dp = auto");
-  return s;
+                "; launch with mpirun -np " + std::to_string(size) + " or set grid.dp = auto");
+  return {dp, tp, pp};
 }
 
 Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape) {
@@ -51,7 +53,8 @@ Grid::~Grid() {
 }
 
 void Grid::use_nccl() {
-  for (Axis* a : {dp_.get(), tp_.get(), pp_.get(), all_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
+  // all_ carries only host scalars (MPI), so it needs no NCCL communicator.
+  for (Axis* a : {dp_.get(), tp_.get(), pp_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
 }
 
 std::string Grid::describe() const {

@@ -101,8 +101,10 @@ ShardSpec Gpt::shard(const std::string& name) const {
   if (local("mlp.c_fc.bias")) return {{4 * C}, 0};
   if (local("mlp.c_proj.weight")) return {{C, 4 * C}, 1};
   // Replicated: wpe, the LayerNorms, the row-parallel biases.
-  for (const auto& p : named_parameters(true))
-    if (p.key() == name) return {p.value().sizes().vec()};
+  if (name == "wpe.weight") return {{s_.block_size, C}};
+  if (name.starts_with("ln_f.") || local(".ln_1.weight") || local(".ln_1.bias") || local(".ln_2.weight") ||
+      local(".ln_2.bias") || local("c_proj.bias"))
+    return {{C}};
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
@@ -121,10 +123,6 @@ torch::Tensor Gpt::run_blocks(torch::Tensor x) {
 
 torch::Tensor Gpt::stage_forward(const torch::Tensor& input) {
   return run_blocks(first_stage() ? embed(input) : input);
-}
-
-torch::Tensor Gpt::forward(const torch::Tensor& idx) {
-  return torch::nn::functional::linear(ln_f_->forward(stage_forward(idx)), wte_->weight);  // (B, T, V), tied head
 }
 
 // Per-token loss from the last stage's output, in fp32 whatever autocast computed the logits in:
@@ -150,10 +148,6 @@ torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tenso
 
 torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
   return per_token_loss(stage_forward(idx), targets).mean();
-}
-
-torch::Tensor Gpt::loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return head_loss_sum(stage_forward(idx), targets);
 }
 
 double Gpt::activation_bytes(int micro_batch, int elem_bytes) const {

@@ -9,10 +9,9 @@ LossScaler::LossScaler(const LossScalerOptions& o) : o_(o), scale_(o.init_scale)
 void LossScaler::update(bool finite) {
   if (!finite) {
     growth_tracker_ = 0;
-    if (--hysteresis_left_ <= 0) {
-      scale_ = std::max(scale_ * o_.backoff_factor, o_.min_scale);
-      hysteresis_left_ = o_.hysteresis;
-    }
+    // As Megatron-LM: once the hysteresis is used up, every further overflow backs off until a
+    // growth restores it.
+    if (--hysteresis_left_ <= 0) scale_ = std::max(scale_ * o_.backoff_factor, o_.min_scale);
     return;
   }
   if (++growth_tracker_ == o_.growth_interval) {

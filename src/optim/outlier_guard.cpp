@@ -17,7 +17,7 @@ double OutlierWindow::zscore(double x) const {
   for (double v : values_) var += (v - mean) * (v - mean);
   const double sd = std::sqrt(var / static_cast<double>(values_.size()));
   if (sd == 0.0) return 0.0;  // a constant window gives no scale to judge by
-  return std::abs(x - mean) / sd;
+  return (x - mean) / sd;
 }
 
 void OutlierWindow::add(double x) {
@@ -36,6 +36,10 @@ void OutlierWindow::set_state(const std::vector<double>& s) {
   if (s.size() != values_.size() + 2)
     throw std::invalid_argument("outlier window state has " + std::to_string(s.size() - 2) + " values; this run's "
                                 "train.outlier_window is " + std::to_string(values_.size()));
+  if (!(s[0] >= 0 && s[0] <= static_cast<double>(values_.size()) && s[1] >= 0 &&
+        s[1] < static_cast<double>(values_.size())))
+    throw std::invalid_argument("outlier window state is corrupt (count " + std::to_string(s[0]) + ", next " +
+                                std::to_string(s[1]) + ")");
   count_ = static_cast<std::size_t>(s[0]);
   next_ = static_cast<std::size_t>(s[1]);
   std::copy(s.begin() + 2, s.end(), values_.begin());

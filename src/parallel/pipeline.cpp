@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
+#include <charconv>
 #include <stdexcept>
 
 namespace gridtrain {
@@ -36,18 +36,22 @@ std::vector<int> stage_layers(const std::string& rule, int n_layer, int stages) 
     for (int s = 0; s < stages; ++s) layers.push_back(n_layer / stages + (s < n_layer % stages ? 1 : 0));
     return layers;
   }
-  std::stringstream in(rule);
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      layers.push_back(std::stoi(item));
-    } catch (const std::exception&) {
-      throw std::invalid_argument("'" + item + "' is not a layer count");
-    }
-    if (layers.back() < 1) throw std::invalid_argument("every stage needs at least one layer, got " + item);
+  const std::string valid = "; valid: auto, or one layer count >= 1 per stage separated by commas, e.g. 3,3,2";
+  for (std::size_t begin = 0;;) {  // every item a whole decimal integer: "1abc", "1.9", "" are errors
+    const std::size_t end = std::min(rule.find(',', begin), rule.size());
+    const std::string item = rule.substr(begin, end - begin);
+    int n = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (ec != std::errc() || ptr != item.data() + item.size() || item.empty())
+      throw std::invalid_argument("'" + item + "' is not a layer count" + valid);
+    if (n < 1) throw std::invalid_argument("every stage needs at least one layer, got " + item + valid);
+    layers.push_back(n);
+    if (end == rule.size()) break;
+    begin = end + 1;
   }
   if (static_cast<int>(layers.size()) != stages || std::accumulate(layers.begin(), layers.end(), 0) != n_layer)
     throw std::invalid_argument("'" + rule + "' must give " + std::to_string(stages) + " counts adding up to " +
-                                std::to_string(n_layer));
+                                std::to_string(n_layer) + valid);
   return layers;
 }
 

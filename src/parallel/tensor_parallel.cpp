@@ -18,7 +18,7 @@ Axis& axis_of(AutogradContext* ctx) {
 
 // Sum (or max) over the axis, in fp32 whatever x's dtype, returned in x's dtype.
 torch::Tensor all_reduce(const torch::Tensor& x, Axis& tp, bool max = false) {
-  auto t = x.to(torch::kFloat).contiguous().clone();
+  auto t = x.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();  // one copy, reduced in place
   auto* p = t.data_ptr<float>();
   const auto n = static_cast<std::size_t>(t.numel());
   (max ? tp.allreduce_max(p, n, "tensor parallel") : tp.allreduce_sum(p, n, "tensor parallel")).wait();
@@ -56,7 +56,8 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     const auto sum = all_reduce(e.sum(1), tp);
     const auto mine = (targets >= start) & (targets < start + local);
     const auto index = (targets - start).clamp(0, local - 1).unsqueeze(1);
-    const auto target_logit = all_reduce(z.gather(1, index).squeeze(1) * mine, tp);
+    // where, not a product: a rank whose shard is all padding gathers −inf, and −inf · 0 is NaN.
+    const auto target_logit = all_reduce(torch::where(mine, z.gather(1, index).squeeze(1), 0.0), tp);
     ctx->save_for_backward({e / sum.unsqueeze(1), index, mine});
     ctx->saved_data["dtype"] = static_cast<std::int64_t>(logits.scalar_type());
     return sum.log() - target_logit;

@@ -29,4 +29,5 @@ assert f['model/wte.weight'].shape == (256, 32)" "$work/ckpt/step-00000005.h5" |
 "$mpiexec" -n 2 --oversubscribe "$gridtrain" "${common[@]}" --train.steps=7 --checkpoint.resume=auto > "$work/run2.txt" 2>&1 \
   || fail "resume run failed: $(tail -5 "$work/run2.txt")"
 grep -q "Resumed from $work/ckpt/step-00000005.h5 at step 5" "$work/run2.txt" || fail "did not resume from step 5"
-echo "OK: killed during the step-10 write; latest = step 5, checksums ok, resumed"
+[ -f "$work/ckpt/step-00000010.h5.tmp" ] && fail "the interrupted write step-00000010.h5.tmp was not removed"
+echo "OK: killed during the step-10 write; latest = step 5, checksums ok, resumed, partial file removed"

@@ -46,6 +46,8 @@ TEST_CASE("each kind of bad key or value gives its own message", "[config]") {
   CHECK_THAT(problems("[comm]\nbackend = mpi\n[train]\ndevice = cuda\n"), Catch::Contains("CUDA-aware MPI"));
   CHECK_THAT(problems("[comm]\nbackend = gloo\n"), Catch::Contains("valid: one of auto mpi nccl"));
   CHECK(problems("[comm]\nbackend = nccl\n[train]\ndevice = cuda\n").empty());
+  CHECK_THAT(problems("[precision]\ninit_scale = 1\nmin_scale = 1000\n"), Catch::Contains("valid: min_scale <= init_scale"));
+  CHECK_THAT(problems("[precision]\ninit_scale = 1e300\n"), Catch::Contains("precision.init_scale = '1e300': out of range"));
 }
 
 TEST_CASE("all problems are reported together", "[config]") {

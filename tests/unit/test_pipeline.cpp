@@ -72,4 +72,8 @@ TEST_CASE("stage split: auto is as even as possible, explicit lists are checked"
   CHECK_THROWS_WITH(stage_layers("2,1", 4, 2), Catch::Contains("must give 2 counts adding up to 4"));
   CHECK_THROWS_WITH(stage_layers("4,0", 4, 2), Catch::Contains("at least one layer"));
   CHECK_THROWS_WITH(stage_layers("a,b", 4, 2), Catch::Contains("'a' is not a layer count"));
+  for (const char* junk : {"1abc,3xyz", "1.9,3", "1,3,", ",1,3", "0x1,3", "1, 3"}) {
+    CAPTURE(junk);
+    CHECK_THROWS_WITH(stage_layers(junk, 4, 2), Catch::Contains("valid: auto, or one layer count"));
+  }
 }

@@ -23,19 +23,23 @@ TEST_CASE("loss scale halves on overflow, grows after the interval, never below 
   CHECK(s.at_min());
 }
 
-TEST_CASE("hysteresis: the scale backs off only after that many overflows", "[stability]") {
-  LossScaler s({65536, 2, 0.5, 1000, /*hysteresis*/ 2, 1});
+TEST_CASE("hysteresis: the scale backs off from the second overflow on, until a growth", "[stability]") {
+  LossScaler s({65536, 2, 0.5, /*interval*/ 2, /*hysteresis*/ 2, 1});
   s.update(false);
-  CHECK(s.scale() == 65536);
-  s.update(false);
-  CHECK(s.scale() == 32768);
+  CHECK(s.scale() == 65536);  // tolerated
   s.update(false);
   CHECK(s.scale() == 32768);
+  s.update(false);
+  CHECK(s.scale() == 16384);  // hysteresis used up: every overflow backs off (Megatron-LM)
   const auto saved = s.state();
-  LossScaler t({65536, 2, 0.5, 1000, 2, 1});
+  LossScaler t({65536, 2, 0.5, 2, 2, 1});
   t.set_state(saved);
   s.update(false), t.update(false);
   CHECK(t.scale() == s.scale());
+  CHECK(t.scale() == 8192);
+  t.update(true), t.update(true);  // growth restores the hysteresis
+  CHECK(t.scale() == 16384);
+  t.update(false);
   CHECK(t.scale() == 16384);
 }
 
@@ -48,6 +52,7 @@ TEST_CASE("outlier window: a rejected value leaves the state exactly as it was",
   const auto before = w.state();
   CHECK(w.zscore(1.0) == Approx(0.0).margin(1e-12));
   CHECK(w.is_outlier(5.0));  // z = 4 / 0.0707 ≈ 57
+  CHECK(!w.is_outlier(-5.0));  // a drop is not a spike
   CHECK(w.state() == before);
   CHECK(!w.is_outlier(1.05));
   w.add(1.05);  // the oldest value (1.0) drops out

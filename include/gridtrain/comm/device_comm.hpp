@@ -1,8 +1,10 @@
-// The `nccl` backend of an Axis: one NCCL communicator per axis, created by broadcasting an
-// ncclUniqueId over the axis's MPI communicator, a dedicated CUDA stream per axis, and events
-// that order it against the compute stream (CUDA's legacy default stream, LibTorch's default):
-// each operation first waits for the work queued on the compute stream, and its Work completes
-// (Work::test) after making the compute stream wait for the operation's end.
+// The `nccl` backend of an Axis: NCCL communicators per axis, created by broadcasting an
+// ncclUniqueId over the axis's MPI communicator (one for collectives and one per direction of
+// point-to-point traffic, so that a pipeline's activations and gradients never queue behind
+// each other), each with a dedicated CUDA stream, and events that order them against the
+// compute stream (CUDA's legacy default stream, LibTorch's default): each operation first waits
+// for the work queued on the compute stream, and its Work completes (Work::test) after making
+// the compute stream wait for the operation's end.
 //
 // Only the cuda build (cmake --preset cuda) implements it; the CPU build's factory throws.
 #pragma once

@@ -30,14 +30,14 @@ class Grid {
   Axis& dp() { return *dp_; }
   Axis& tp() { return *tp_; }
   Axis& pp() { return *pp_; }
-  /// The whole grid as one axis ("grid"): step-wide flags and sums.
+  /// The whole grid as one axis ("grid"): step-wide flags and sums (host scalars, always MPI).
   Axis& all() { return *all_; }
   const GridShape& shape() const { return shape_; }
   int rank() const { return rank_; }  ///< rank in the grid (= world) communicator
   MPI_Comm comm() const { return cart_; }
   /// Coordinates of this rank: {pp, dp, tp}.
   std::array<int, 3> coords() const { return coords_; }
-  /// Switches every axis to the nccl backend (comm/device_comm.hpp): collective over the grid,
+  /// Switches the dp, tp and pp axes to the nccl backend (comm/device_comm.hpp): collective over the grid,
   /// on the current CUDA device. Throws std::runtime_error in a CPU build or when NCCL fails.
   void use_nccl();
   /// "Process grid: 2 (dp) x 1 (tp) x 1 (pp) = 2 MPI ranks, mpi backend"

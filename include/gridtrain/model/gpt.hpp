@@ -58,11 +58,7 @@ class Block : public torch::nn::Module {
 class Gpt : public LanguageModel {
  public:
   explicit Gpt(const GptShape& s, const ModelLayout& layout = {});
-  /// idx (B, T) int64, T <= block_size -> logits (B, T, V), fp32 (bf16/fp16 under autocast).
-  /// One rank holding the whole model only.
-  torch::Tensor forward(const torch::Tensor& idx);
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;
-  torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) override;
   torch::Tensor stage_forward(const torch::Tensor& input) override;
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   bool first_stage() const override { return layout_.stage == 0; }

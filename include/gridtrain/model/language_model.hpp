@@ -17,12 +17,9 @@ class LanguageModel : public torch::nn::Module {
   /// idx, targets: (B, T) int64 token ids. Returns the mean cross-entropy over B·T tokens (nats),
   /// a 0-d fp32 tensor.
   virtual torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) = 0;
-  /// Sum (not mean) of the cross-entropy over B·T tokens, for validation.
-  virtual torch::Tensor loss_sum(const torch::Tensor& idx, const torch::Tensor& targets) = 0;
-
   // Pipeline stages: the first takes token ids (B, T), the others the previous stage's output
   // (B, T, C); the last stage's output goes to head_loss_sum. With one stage,
-  // head_loss_sum(stage_forward(idx), targets) == loss_sum(idx, targets).
+  // head_loss_sum(stage_forward(idx), targets) / (B·T) == loss(idx, targets).
   virtual torch::Tensor stage_forward(const torch::Tensor& input) = 0;
   /// Sum of the cross-entropy over B·T tokens from the last stage's output (last stage only).
   virtual torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;

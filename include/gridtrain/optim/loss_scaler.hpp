@@ -4,9 +4,10 @@
 // The loss is multiplied by scale() before backward and the gradients by 1/scale() after the
 // allreduce. update() takes the step's global finite flag (the same on every rank, so every rank
 // changes its scale the same way):
-//   overflow: the step is skipped; after `hysteresis` overflows since the last growth or backoff
-//             the scale becomes max(scale · backoff_factor, min_scale);
-//   finite:   after growth_interval finite steps in a row the scale grows by growth_factor.
+//   overflow: the step is skipped; from the `hysteresis`-th overflow since the last growth on,
+//             each overflow sets the scale to max(scale · backoff_factor, min_scale);
+//   finite:   after growth_interval finite steps in a row the scale grows by growth_factor and
+//             the hysteresis is restored.
 #pragma once
 #include <array>
 
