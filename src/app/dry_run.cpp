@@ -43,12 +43,12 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const GridShape g = trainable_shape(cfg, world);
   Grid grid(world, g);
   const ModelLayout layout = model_layout(cfg, grid);
-  const auto model = make_model(cfg, vocab, layout);  // this rank's part, built on the host to count it
+  const auto model = plan_model(cfg, vocab, layout);  // this rank's part, counted without building it
   const int M = accumulation_steps(cfg, g.dp);
   const int elem = cfg.precision.type == "fp32" ? 4 : 2;
   // 1F1B keeps at most stages − stage micro-batches' activations (GPipe all of them).
   const int in_flight = cfg.train.schedule == "gpipe" ? M : std::min(layout.stages - layout.stage, M);
-  const double n = static_cast<double>(count_parameters(*model)), mib = 1024.0 * 1024.0;
+  const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
   double row[kColumns] = {n,
                           4 * n / mib,

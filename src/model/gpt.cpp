@@ -72,25 +72,49 @@ torch::Tensor Block::forward(const torch::Tensor& x) {
   return y + mlp_->forward(ln_2_->forward(y));
 }
 
-Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : s_(s), layout_(layout) {
+GptPlan::GptPlan(const GptShape& s, const ModelLayout& layout) : s_(s), layout_(layout) {
   if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
   if (layout_.layers < 0) layout_.layers = s.n_layer - layout_.first_layer;
-  Axis* tp = layout_.tp;
+}
+
+std::vector<std::string> GptPlan::names() const {
+  std::vector<std::string> out;
+  if (first_stage() || last_stage()) out.push_back("wte.weight");  // the last stage's: the tied head
+  if (first_stage()) out.push_back("wpe.weight");
+  for (std::int64_t i = layout_.first_layer; i < layout_.first_layer + layout_.layers; ++i)
+    for (const char* p : {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"})
+      for (const char* w : {".weight", ".bias"}) out.push_back("h." + std::to_string(i) + "." + p + w);
+  if (last_stage()) out.insert(out.end(), {"ln_f.weight", "ln_f.bias"});
+  return out;
+}
+
+std::int64_t GptPlan::parameters() const {
+  std::int64_t n = 0;
+  for (const auto& name : names()) {
+    std::int64_t elements = 1;
+    for (auto d : local_shape(shard(name), tp_size())) elements *= d;
+    n += elements;
+  }
+  return n;
+}
+
+Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : plan_(s, layout) {
   if (first_stage() || last_stage()) {  // the tied head on the last stage is a copy of wte
-    const auto rows = local_shape(shard("wte.weight"), tp_size())[0];
+    const auto rows = local_shape(shard("wte.weight"), plan_.tp_size())[0];
     wte_ = register_module("wte", torch::nn::Embedding(rows, s.n_embd));
   }
   if (first_stage()) wpe_ = register_module("wpe", torch::nn::Embedding(s.block_size, s.n_embd));
   // Named by global layer index (no dots allowed in module names, so h is a plain module).
   auto h = register_module("h", std::make_shared<torch::nn::Module>());
-  for (std::int64_t i = layout_.first_layer; i < layout_.first_layer + layout_.layers; ++i) {
-    h_.push_back(std::make_shared<Block>(s, tp));
+  const auto& l = plan_.layout();
+  for (std::int64_t i = l.first_layer; i < l.first_layer + l.layers; ++i) {
+    h_.push_back(std::make_shared<Block>(s, plan_.tp()));
     h->register_module(std::to_string(i), h_.back());
   }
   if (last_stage()) ln_f_ = register_module("ln_f", layer_norm(s.n_embd));
 }
 
-ShardSpec Gpt::shard(const std::string& name) const {
+ShardSpec GptPlan::shard(const std::string& name) const {
   const std::int64_t C = s_.n_embd;
   auto local = [&](const std::string& suffix) { return ends_with(name, suffix); };
   if (name == "wte.weight") return {{s_.vocab_size, C}, 0, 1, first_stage()};
@@ -111,8 +135,8 @@ ShardSpec Gpt::shard(const std::string& name) const {
 torch::Tensor Gpt::embed(const torch::Tensor& idx) {
   const auto T = idx.size(1);
   auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
-  const auto start = tp_rank() * wte_->weight.size(0);
-  auto tokens = layout_.tp ? vocab_parallel_embedding(idx, wte_->weight, start, *layout_.tp) : wte_->forward(idx);
+  const auto start = plan_.tp_rank() * wte_->weight.size(0);
+  auto tokens = plan_.tp() ? vocab_parallel_embedding(idx, wte_->weight, start, *plan_.tp()) : wte_->forward(idx);
   return tokens + wpe_->forward(pos);  // (B, T, C)
 }
 
@@ -130,16 +154,16 @@ torch::Tensor Gpt::stage_forward(const torch::Tensor& input) {
 torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
   auto x = ln_f_->forward(hidden);
   const auto flat_targets = targets.reshape({-1});
-  if (!layout_.tp) {
-    auto logits = torch::nn::functional::linear(x, wte_->weight).view({-1, s_.vocab_size}).to(torch::kFloat);
+  if (!plan_.tp()) {
+    auto logits = torch::nn::functional::linear(x, wte_->weight).view({-1, shape().vocab_size}).to(torch::kFloat);
     return torch::nn::functional::cross_entropy(
         logits, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   }
-  Axis& tp = *layout_.tp;
+  Axis& tp = *plan_.tp();
   const auto rows = wte_->weight.size(0);
   auto logits = torch::nn::functional::linear(copy_to_tp(x, tp), wte_->weight).view({-1, rows});  // (B·T, V/tp)
-  return vocab_parallel_cross_entropy(logits, flat_targets, tp_rank() * rows,
-                                      valid_rows(shard("wte.weight"), tp_rank(), tp_size()), tp);
+  return vocab_parallel_cross_entropy(logits, flat_targets, tp.rank() * rows,
+                                      valid_rows(shard("wte.weight"), tp.rank(), tp.size()), tp);
 }
 
 torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
@@ -150,13 +174,13 @@ torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) 
   return per_token_loss(stage_forward(idx), targets).mean();
 }
 
-double Gpt::activation_bytes(int micro_batch, int elem_bytes) const {
+double GptPlan::activation_bytes(int micro_batch, int elem_bytes) const {
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size, t = tp_size();
   const double per_layer = b * T * C * (10.0 + 24.0 / t + 5.0 * H * T / (C * t)) * elem_bytes / 2.0;
   return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
 }
 
-double Gpt::flops_per_token() const {
+double GptPlan::flops_per_token() const {
   const double C = s_.n_embd, L = s_.n_layer;
   const double n = s_.vocab_size * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;  // all parameters but wpe
   return 6.0 * n + 12.0 * L * C * s_.block_size;
@@ -164,7 +188,7 @@ double Gpt::flops_per_token() const {
 
 void Gpt::initialize(std::uint64_t seed) {
   torch::NoGradGuard no_grad;
-  const double std_residual = 0.02 / std::sqrt(2.0 * s_.n_layer);
+  const double std_residual = 0.02 / std::sqrt(2.0 * shape().n_layer);
   for (auto& p : named_parameters(/*recurse=*/true)) {
     const std::string& name = p.key();
     const ShardSpec spec = shard(name);
@@ -177,7 +201,7 @@ void Gpt::initialize(std::uint64_t seed) {
     } else {
       full.normal_(0.0, ends_with(name, "c_proj.weight") ? std_residual : 0.02, gen);
     }
-    p.value().copy_(take_shard(full, spec, tp_rank(), tp_size()));
+    p.value().copy_(take_shard(full, spec, plan_.tp_rank(), plan_.tp_size()));
   }
 }
 

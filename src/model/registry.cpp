@@ -1,5 +1,4 @@
-// model.type -> constructor. Register new models here.
-#include <functional>
+// model.type -> its module and its plan. Register new models here.
 #include <map>
 
 #include "gridtrain/config/config.hpp"
@@ -7,24 +6,46 @@
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
+namespace {
+
+struct Entry {
+  std::shared_ptr<LanguageModel> (*build)(const Config&, int, const ModelLayout&);
+  std::unique_ptr<ModelPlan> (*plan)(const Config&, int, const ModelLayout&);
+};
+
+GptShape gpt_shape(const Config& c, int vocab) {
+  return {vocab, c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd};
+}
+
+const Entry& entry(const Config& cfg) {
+  static const std::map<std::string, Entry> registry = {
+      {"gpt",
+       {[](const Config& c, int v, const ModelLayout& l) -> std::shared_ptr<LanguageModel> {
+          return std::make_shared<Gpt>(gpt_shape(c, v), l);
+        },
+        [](const Config& c, int v, const ModelLayout& l) -> std::unique_ptr<ModelPlan> {
+          return std::make_unique<GptPlan>(gpt_shape(c, v), l);
+        }}},
+  };
+  auto it = registry.find(cfg.model.type);
+  if (it == registry.end()) {
+    std::string known;
+    for (const auto& [name, e] : registry) known += " " + name;
+    throw Error("model.type = '" + cfg.model.type + "' is unknown; valid:" + known);
+  }
+  return it->second;
+}
+
+}  // namespace
 
 std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size) { return make_model(c, vocab_size, {}); }
 
 std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size, const ModelLayout& layout) {
-  using Factory = std::function<std::shared_ptr<LanguageModel>(const Config&, int, const ModelLayout&)>;
-  static const std::map<std::string, Factory> registry = {
-      {"gpt", [](const Config& cfg, int v, const ModelLayout& l) {
-         return std::make_shared<Gpt>(
-             GptShape{v, cfg.model.block_size, cfg.model.n_layer, cfg.model.n_head, cfg.model.n_embd}, l);
-       }},
-  };
-  auto it = registry.find(c.model.type);
-  if (it == registry.end()) {
-    std::string known;
-    for (const auto& [name, f] : registry) known += " " + name;
-    throw Error("model.type = '" + c.model.type + "' is unknown; valid:" + known);
-  }
-  return it->second(c, vocab_size, layout);
+  return entry(c).build(c, vocab_size, layout);
+}
+
+std::unique_ptr<ModelPlan> plan_model(const Config& c, int vocab_size, const ModelLayout& layout) {
+  return entry(c).plan(c, vocab_size, layout);
 }
 
 std::int64_t count_parameters(const torch::nn::Module& m) {

@@ -22,6 +22,36 @@ struct GptShape {
   std::int64_t vocab_size, block_size, n_layer, n_head, n_embd;
 };
 
+/// This rank's part of a GPT for a layout: its parameters' shards and its costs.
+class GptPlan : public ModelPlan {
+ public:
+  GptPlan(const GptShape& s, const ModelLayout& layout);
+  const GptShape& shape() const { return s_; }
+  const ModelLayout& layout() const { return layout_; }
+  bool first_stage() const { return layout_.stage == 0; }
+  bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
+  Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
+  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
+  int tp_size() const { return layout_.tp ? layout_.tp->size() : 1; }
+  /// This rank's parameter names, in the module's registration order.
+  std::vector<std::string> names() const;
+  /// Throws std::invalid_argument for a name that is not a GPT parameter.
+  ShardSpec shard(const std::string& name) const;
+  std::int64_t parameters() const override;
+  /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
+  /// with N the whole model's count whatever the layout.
+  double flops_per_token() const override;
+  /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
+  /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
+  /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
+  /// their softmax, 8·b·T·V/t.
+  double activation_bytes(int micro_batch, int elem_bytes) const override;
+
+ private:
+  GptShape s_;
+  ModelLayout layout_;  // tp null when of size 1; layers resolved
+};
+
 class CausalSelfAttention : public torch::nn::Module {
  public:
   CausalSelfAttention(const GptShape& s, Axis* tp);
@@ -61,32 +91,25 @@ class Gpt : public LanguageModel {
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;
   torch::Tensor stage_forward(const torch::Tensor& input) override;
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
-  bool first_stage() const override { return layout_.stage == 0; }
-  bool last_stage() const override { return layout_.stage + 1 == layout_.stages; }
-  ShardSpec shard(const std::string& name) const override;
-  /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
-  /// with N the whole model's count whatever the layout.
-  double flops_per_token() const override;
-  /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
-  /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
-  /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
-  /// their softmax, 8·b·T·V/t.
-  double activation_bytes(int micro_batch, int elem_bytes) const override;
+  bool first_stage() const override { return plan_.first_stage(); }
+  bool last_stage() const override { return plan_.last_stage(); }
+  ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }
+  double flops_per_token() const override { return plan_.flops_per_token(); }
+  double activation_bytes(int micro_batch, int elem_bytes) const override {
+    return plan_.activation_bytes(micro_batch, elem_bytes);
+  }
   /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
   /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
   /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.
   void initialize(std::uint64_t seed) override;
-  const GptShape& shape() const { return s_; }
+  const GptShape& shape() const { return plan_.shape(); }
 
  private:
   torch::Tensor embed(const torch::Tensor& idx);     // (B, T) -> (B, T, C)
   torch::Tensor run_blocks(torch::Tensor x);         // (B, T, C) -> (B, T, C)
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
-  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
-  int tp_size() const { return layout_.tp ? layout_.tp->size() : 1; }
 
-  GptShape s_;
-  ModelLayout layout_;
+  GptPlan plan_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> h_;
   torch::nn::LayerNorm ln_f_{nullptr};

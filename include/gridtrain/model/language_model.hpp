@@ -44,6 +44,22 @@ struct ModelLayout {
   std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
 };
 
+/// What this rank's part of a model holds and costs, known without building it (--dry-run).
+class ModelPlan {
+ public:
+  virtual ~ModelPlan() = default;
+  /// Parameter elements this rank holds (shards and padding included).
+  virtual std::int64_t parameters() const = 0;
+  /// Training FLOPs (forward + backward) per token of the whole model.
+  virtual double flops_per_token() const = 0;
+  /// Estimated activation memory kept for backward by one micro-batch of micro_batch sequences
+  /// on this rank, bytes, with activations of elem_bytes bytes (4 fp32, 2 bf16/fp16).
+  virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
+};
+
+/// The plan of c.model.type for `layout` (same errors as make_model).
+std::unique_ptr<ModelPlan> plan_model(const Config& c, int vocab_size, const ModelLayout& layout);
+
 /// Builds the model named by c.model.type with vocabulary vocab_size, this rank's part of it for
 /// `layout` (default: the whole model). Throws gridtrain::Error for an unknown type (listing the
 /// known ones).
