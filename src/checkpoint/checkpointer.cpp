@@ -82,6 +82,12 @@ Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r,
   return s;
 }
 
+// The local rows a slab covers: the local tensor's first ones (padding, if any, comes last).
+torch::Tensor slab_rows(const torch::Tensor& local, const Slab& slab) {
+  const auto row = std::max<std::int64_t>(1, local.dim() > 1 ? local[0].numel() : 1);
+  return local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) / row);
+}
+
 long long step_of(const fs::path& p) {
   // step-<digits>.h5 → the number; anything else (a .tmp, a stray file) → -1
   const std::string n = p.filename().string();
@@ -217,11 +223,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     rec.slab = writes(e) ? slab_of(e) : Slab::none();
     rec.bytes.clear();
     if (rec.slab.elements() > 0) {
-      // The slab's rows are the local tensor's first ones (padding, if any, comes last).
-      auto c = e.local.detach().narrow(0, 0, static_cast<std::int64_t>(rec.slab.elements()) /
-                                                  std::max<std::int64_t>(1, e.local[0].numel()))
-                   .to(torch::kCPU)
-                   .contiguous();  // a device tensor is copied to the host
+      auto c = slab_rows(e.local.detach(), rec.slab).to(torch::kCPU).contiguous();  // device tensors: to the host
       const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
       rec.bytes.assign(p, p + c.numel() * sizeof(float));
     }
@@ -374,8 +376,7 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
         auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
         file.read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
         if (slab.elements() == 0) continue;
-        auto rows = e.local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) /
-                                             std::max<std::int64_t>(1, e.local[0].numel()));
+        auto rows = slab_rows(e.local, slab);
         rows.copy_(host.view(rows.sizes()));
       }
       opt.set_steps(h5_read_attr_int(optim, "step"));
