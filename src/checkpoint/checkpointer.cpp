@@ -146,8 +146,10 @@ std::string Checkpointer::file_name(long long step) const {
 
 // Every model and optimizer tensor of the whole grid, by dataset name (sorted; the same list on
 // every rank, since collective HDF5 calls must match), with this rank's local tensor where it
-// holds one. Collective: each rank contributes the names and global shapes it knows.
-std::vector<Checkpointer::Entry> Checkpointer::entries(LanguageModel& model, Optimizer& opt) {
+// holds one. Collective the first time (each rank contributes the names and global shapes it
+// knows); the model and optimizer keep their tensors, so later calls reuse the list.
+const std::vector<Checkpointer::Entry>& Checkpointer::entries(LanguageModel& model, Optimizer& opt) {
+  if (!entries_.empty()) return entries_;
   std::map<std::string, Entry> all;
   for (const auto& p : model.named_parameters(true)) {
     const auto spec = model.shard(p.key());
@@ -178,12 +180,11 @@ std::vector<Checkpointer::Entry> Checkpointer::entries(LanguageModel& model, Opt
     for (hsize_t d; fields >> d;) e.shape.push_back(d);
     all.try_emplace(e.name, e);  // a tensor this rank does not hold
   }
-  std::vector<Entry> out;
   for (auto& [name, e] : all) {
     e.name = name;
-    out.push_back(std::move(e));
+    entries_.push_back(std::move(e));
   }
-  return out;
+  return entries_;
 }
 
 bool Checkpointer::writes(const Entry& e) const {

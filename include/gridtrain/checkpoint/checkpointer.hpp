@@ -78,7 +78,7 @@ class Checkpointer {
     torch::Tensor local;          // undefined where this rank does not hold the tensor
     ShardSpec spec;
   };
-  std::vector<Entry> entries(LanguageModel& model, Optimizer& opt);
+  const std::vector<Entry>& entries(LanguageModel& model, Optimizer& opt);
   bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
   Slab slab_of(const Entry& e) const;
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
@@ -91,6 +91,7 @@ class Checkpointer {
   MPI_Comm io_comm_ = MPI_COMM_NULL;  // dup of the grid communicator, used by the writer
   std::thread writer_;
   std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
+  std::vector<Entry> entries_;         // the datasets of model and optimizer (first save or load)
   int saves_ = 0;
   double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;
 };
