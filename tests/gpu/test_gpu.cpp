@@ -1,12 +1,14 @@
 // The GPU path against the CPU spec (cuda build; skipped with a message where no GPU is
-// visible): the CUDA compression kernels give the CPU kernels' bytes, and the nccl backend gives
-// MPI's results, for the plain and the compressed allreduce. Run under mpiexec -n 1 or -n 2.
+// visible): the CUDA compression kernels give the CPU kernels' bytes, the nccl backend gives
+// MPI's results for the plain and the compressed allreduce, and training on the GPU follows the
+// CPU run and checkpoints to a file the CPU resumes. Run under mpiexec -n 1 or -n 2.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
 
 #include <cstring>
 
+#include "../support/training.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/parallel/compressed_allreduce.hpp"
 
@@ -103,4 +105,25 @@ TEST_CASE("nccl backend: allreduce and the compressed allreduce give MPI's resul
     CHECK(bh == bg);
     CHECK(torch::allclose(on_gpu.cpu(), on_host, 1e-5, 1e-6));
   }
+}
+
+TEST_CASE("training on the GPU follows the CPU run, and its checkpoint resumes on the CPU", "[gpu]") {
+  const auto dir = test::shared_dir("gpu-train");
+  Log quiet(false);
+  auto config = [&](const char* device, int steps) {
+    Config c = test::tiny(dir, steps, 4);
+    c.train.device = device;
+    return c;
+  };
+  const auto cpu = Trainer(config("cpu", 6), MPI_COMM_WORLD, quiet, 1.0).run();
+  Config gpu_cfg = config("cuda", 3);
+  gpu_cfg.checkpoint.dir = dir + "/ckpt";
+  const auto gpu = Trainer(gpu_cfg, MPI_COMM_WORLD, quiet, 1.0).run();
+  for (int s = 0; s < 3; ++s) CHECK(gpu.losses[s] == Approx(cpu.losses[s]).epsilon(1e-4));  // other kernels
+  Config resume = config("cpu", 6);
+  resume.checkpoint.dir = gpu_cfg.checkpoint.dir;
+  resume.checkpoint.resume = "auto";
+  const auto rest = Trainer(resume, MPI_COMM_WORLD, quiet, 1.0).run();
+  REQUIRE(rest.losses.size() == 3);
+  for (int s = 3; s < 6; ++s) CHECK(rest.losses[s - 3] == Approx(cpu.losses[s]).epsilon(1e-3));
 }
