@@ -531,7 +531,7 @@ RunResult Trainer::run() {
     if (last) r.final_val_loss = val;
 
     // A signal on the last step changes nothing: the run is complete.
-    const int sig = agree_stop_signal(grid_->comm());
+    const int sig = agree_stop_signal(grid_->all());
     const bool stop = sig != 0 && !last;
     if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled()))
       checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_, train_state());

@@ -170,10 +170,18 @@ Work Axis::recv(void* data, std::size_t bytes, int peer, int tag, const std::str
 }
 
 void Axis::allreduce_sum(double* data, int n, const std::string& label) {
+  blocking_allreduce(data, n, MPI_SUM, "allreduce", label);
+}
+
+void Axis::allreduce_max(double* data, int n, const std::string& label) {
+  blocking_allreduce(data, n, MPI_MAX, "allreduce-max", label);
+}
+
+void Axis::blocking_allreduce(double* data, int n, MPI_Op op, const char* name, const std::string& label) {
   // Non-blocking underneath so that comm.timeout_s covers the step loop's small reductions too.
-  auto what = describe("allreduce", label);
+  auto what = describe(name, label);
   MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm_, &req);
+  MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, op, comm_, &req);
   Work(req, std::move(what), timeout_s_).wait();
 }
 

@@ -17,10 +17,10 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-int agree_stop_signal(MPI_Comm comm) {
-  int sig = g_signal;
-  MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, comm);
-  return sig;
+int agree_stop_signal(Axis& grid) {
+  double sig = g_signal;
+  grid.allreduce_max(&sig, 1, "stop signal");
+  return static_cast<int>(sig);
 }
 
 }  // namespace gridtrain

@@ -101,9 +101,10 @@ class Axis {
   Work send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
   Work recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
 
-  /// Blocking sum-allreduce of a few doubles in place (losses, norms, counters), under the same
-  /// timeout as the non-blocking operations. Not counted in bytes_sent().
+  /// Blocking sum- and max-allreduce of a few doubles in place (losses, norms, counters, flags),
+  /// under the same timeout as the non-blocking operations. Not counted in bytes_sent().
   void allreduce_sum(double* data, int n, const std::string& label = "");
+  void allreduce_max(double* data, int n, const std::string& label = "");
 
   /// Bytes this rank has sent on the axis by the buffer operations: a ring allreduce sends
   /// 2(p−1)/p of the buffer, reduce-scatter and all-gather (p−1)/p of the whole, all-to-all
@@ -114,6 +115,7 @@ class Axis {
  private:
   std::string describe(const char* op, const std::string& label);
   std::uint64_t ring_share(std::size_t bytes) const;  // (p−1)/p of bytes
+  void blocking_allreduce(double* data, int n, MPI_Op op, const char* name, const std::string& label);
   /// Numbers the operation and posts it: on the device backend with device(DeviceComm&),
   /// which returns its Pending, else with mpi(what, &request).
   template <class Mpi, class Device>

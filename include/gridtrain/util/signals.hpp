@@ -2,7 +2,7 @@
 // handler only records the signal; at the next step boundary all ranks agree on it with one
 // reduction (so one signalled rank is enough), save a checkpoint and exit with kExitStopped.
 #pragma once
-#include <mpi.h>
+#include "gridtrain/comm/axis.hpp"
 
 namespace gridtrain {
 
@@ -14,7 +14,8 @@ inline constexpr int kExitStopped = 75;
 /// and otherwise ignored, so they cannot interrupt a checkpoint write.
 void install_stop_handlers();
 
-/// Collective over comm: the signal number any rank received (the largest), or 0.
-int agree_stop_signal(MPI_Comm comm);
+/// Collective over the axis (the whole grid): the signal number any rank received (the
+/// largest), or 0. Under comm.timeout_s, like every step-loop reduction.
+int agree_stop_signal(Axis& grid);
 
 }  // namespace gridtrain
