@@ -141,8 +141,11 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     const int p = grid_->pp().rank(), last = grid_->pp().size() - 1;
     MPI_Comm pair;
     MPI_Comm_split(grid_->pp().comm(), p == 0 || p == last ? 0 : MPI_UNDEFINED, p, &pair);
-    if (pair != MPI_COMM_NULL) tied_ = std::make_unique<Axis>("pp (tied embedding)", pair, cfg.comm.timeout_s);
-    if (tied_ && std::string(grid_->pp().backend()) == "nccl") tied_->attach(make_nccl_comm(tied_->comm(), tied_->name()));
+    if (pair != MPI_COMM_NULL) {
+      tied_ = std::make_unique<Axis>("pp (tied embedding)", pair, cfg.comm.timeout_s);
+      if (std::string(grid_->pp().backend()) == "nccl") tied_->attach(make_nccl_comm(pair, tied_->name()));
+      tied_weight_ = model_->named_parameters(true)["wte.weight"];
+    }
   }
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
@@ -297,11 +300,14 @@ double Trainer::evaluate() {
   double sums[2] = {0.0, 0.0};  // loss sum (nats), tokens
   for (std::size_t i = 0; i < val_starts_.size(); i += B) {
     const int rows = static_cast<int>(std::min<std::size_t>(B, val_starts_.size() - i));
-    auto batch = torch::empty({rows, T + 1}, torch::kLong);  // (rows, T+1)
-    auto* out = batch.data_ptr<std::int64_t>();
-    for (int b = 0; b < rows; ++b) copy_window(data_.val, val_starts_[i + b], T, out + b * (T + 1));
-    batch = batch.to(device_);
-    auto x = batch.slice(1, 0, T);
+    torch::Tensor batch, x;  // (rows, T+1) windows: the first stage's inputs, the last stage's targets
+    if (model_->first_stage() || model_->last_stage()) {
+      batch = torch::empty({rows, T + 1}, torch::kLong);
+      auto* out = batch.data_ptr<std::int64_t>();
+      for (int b = 0; b < rows; ++b) copy_window(data_.val, val_starts_[i + b], T, out + b * (T + 1));
+      batch = batch.to(device_);
+      x = batch.slice(1, 0, T);
+    }
     if (!model_->first_stage()) {
       x = torch::empty({rows, T, cfg_.model.n_embd}, torch::TensorOptions(torch::kFloat).device(device_));
       pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
@@ -351,7 +357,7 @@ Trainer::StepOutcome Trainer::train_step(long long s, double lr) {
     total_comm_s_ += reducer_->comm_s();
   }
   if (tied_) {  // embedding + tied head: one gradient, held by two stages (summed even after an OOM: a collective)
-    auto g = model_->named_parameters(true)["wte.weight"].grad();
+    auto g = tied_weight_.grad();  // a view into its gradient bucket
     tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
   }
   const double local_sq = counted_grad_sq() / (loss_scale * loss_scale);

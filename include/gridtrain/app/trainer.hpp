@@ -99,6 +99,7 @@ class Trainer {
   double peak_gflops_;
   std::unique_ptr<Grid> grid_;
   std::unique_ptr<Axis> tied_;  // first and last pipeline stage (pp > 1 only): the tied wte
+  torch::Tensor tied_weight_;   // wte.weight on those two stages
   torch::Device device_{torch::kCPU};  // train.device, resolved
   int accum_ = 1;
   TokenData data_;

@@ -22,7 +22,6 @@
 
 namespace gridtrain {
 
-class LanguageModel;
 class Optimizer;
 class Grid;
 struct Snapshot;
