@@ -1,10 +1,10 @@
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 
 #include <torch/torch.h>
 
 #include "gridtrain/app/app.hpp"
+#include "gridtrain/app/run_directory.hpp"
 #include "gridtrain/app/trainer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/signals.hpp"
@@ -32,9 +32,7 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
-  agree(world, [&] {
-    if (rank == 0) std::filesystem::create_directories(cfg.output.dir);
-  });
+  const RunDirectories directories(cfg, world, log);
   // A run that may resume continues the earlier run's log rather than wiping it.
   log.open_file(cfg.output.dir + "/log.gridtrain", cfg.checkpoint.resume != "none");
   log.print(std::string("gridtrain ") + kVersion + " on " + std::to_string(size) + " MPI ranks, deck " +

@@ -119,9 +119,7 @@ int cli_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // A fault on this rank only (I/O, allocation, LibTorch): the others may be waiting in a
     // collective, so take the whole job down rather than hang.
-    std::fprintf(stderr, "ERROR on rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, kExitError);
+    abort_job(e.what());
   }
   MPI_Finalize();
   return code;

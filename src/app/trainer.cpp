@@ -129,6 +129,10 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   sampler_ = std::make_unique<Sampler>(data_.train, cfg.model.block_size, cfg.train.seed);
   const auto all_val = validation_starts(data_.val.size(), cfg.model.block_size, cfg.train.eval_samples);
   val_total_ = all_val.size();
+  if (val_total_ < static_cast<std::size_t>(cfg.train.eval_samples))
+    log_.print("Validation: train.eval_samples = " + std::to_string(cfg.train.eval_samples) + " exceeds the " +
+               std::to_string(val_total_) + " windows of " + std::to_string(cfg.model.block_size + 1) +
+               " tokens in /val/tokens; each pass uses all of them once\n");
   const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
   val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
 
@@ -195,7 +199,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   log_.print("Precision: " + cfg.precision.type + " compute, fp32 weights and optimizer state" +
              (scaler_ ? ", dynamic loss scale from " + fmt("%g", scaler_->scale()) : "") + "\n");
 
-  checkpointer_ = std::make_unique<Checkpointer>(cfg, *grid_, log_);
+  checkpointer_ = std::make_unique<Checkpointer>(cfg, *grid_, log_,
+                                                 CorpusId{data_.sha256, data_.train.size(), data_.val.size()});
   if (auto path = checkpointer_->resume_path()) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
     start_step_ = at.step;
@@ -475,7 +480,7 @@ void Trainer::restore(const TrainState& st) {
 
 RunResult Trainer::run() {
   RunResult r;
-  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", /*append=*/start_step_ > 0);
+  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_);
   const long long steps = cfg_.train.steps;
   const double tokens_per_step = static_cast<double>(cfg_.train.global_batch) * cfg_.model.block_size;
   double peak_total = peak_gflops_ * 1e9;  // FLOP/s summed over ranks

@@ -1,8 +1,13 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/util/files.hpp"
 
 namespace gridtrain {
 namespace {
@@ -33,6 +38,14 @@ std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
                             : H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr),
            "H5Screate_simple");
   return {std::move(file_space), std::move(mem)};
+}
+
+// A failed write, with the OS error. MPI-IO often leaves errno unset on the rank that sees the
+// failure (the system call may have run on an aggregator, or errno was reset since): then a
+// small probe write next to the file asks the OS what is wrong (a full disk, a read-only one).
+std::runtime_error write_error(const std::string& what, const std::string& path) {
+  if (errno == 0) errno = probe_write(std::filesystem::path(path).parent_path());
+  return io_error(what);
 }
 
 std::uint64_t allreduce_sum(std::uint64_t v, MPI_Comm comm) {
@@ -126,8 +139,10 @@ CheckpointFile CheckpointFile::create(const std::string& path, MPI_Comm comm) {
   h5_silence_errors();
   H5Id fapl(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
   H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
-  H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "cannot create checkpoint '" + path + "'");
-  return CheckpointFile(std::move(file), comm);
+  errno = 0;
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (id < 0) throw write_error("cannot create checkpoint '" + path + "'", path);
+  return CheckpointFile(H5Id(id, ""), comm, path);
 }
 
 CheckpointFile CheckpointFile::open(const std::string& path, MPI_Comm comm) {
@@ -136,7 +151,7 @@ CheckpointFile CheckpointFile::open(const std::string& path, MPI_Comm comm) {
   H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
   H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl),
             "cannot open checkpoint '" + path + "' (missing, truncated or not HDF5)");
-  return CheckpointFile(std::move(file), comm);
+  return CheckpointFile(std::move(file), comm, path);
 }
 
 void CheckpointFile::write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
@@ -150,10 +165,21 @@ void CheckpointFile::write(const std::string& name, DType t, const std::vector<h
           "cannot create dataset " + name);
   auto [file_space, mem_space] = select(ds, slab);
   H5Id xfer = h5_collective_xfer();
+  errno = 0;
   if (H5Dwrite(ds, mem_type(t), mem_space, file_space, xfer, data) < 0)
-    throw std::runtime_error("cannot write dataset " + name);
-  const std::uint64_t sum = allreduce_sum(xsum64(data, t, shape, slab), comm_);
-  h5_write_attr(ds, "xsum64", static_cast<long long>(sum));
+    throw write_error("cannot write dataset " + name, path_);
+  unsealed_.emplace_back(name, xsum64(data, t, shape, slab));
+}
+
+void CheckpointFile::seal() {
+  std::vector<std::uint64_t> sums(unsealed_.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) sums[i] = unsealed_[i].second;
+  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm_);
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    H5Id ds(H5Dopen2(file_, unsealed_[i].first.c_str(), H5P_DEFAULT), "cannot open dataset " + unsealed_[i].first);
+    h5_write_attr(ds, "xsum64", static_cast<long long>(sums[i]));
+  }
+  unsealed_.clear();
 }
 
 bool CheckpointFile::exists(const std::string& name) const {
@@ -162,6 +188,45 @@ bool CheckpointFile::exists(const std::string& name) const {
   while ((pos = name.find('/', pos + 1)) != std::string::npos)
     if (H5Lexists(file_, name.substr(0, pos).c_str(), H5P_DEFAULT) <= 0) return false;
   return H5Lexists(file_, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+namespace {
+
+#if H5_VERSION_GE(1, 12, 0)
+using ObjectInfo = H5O_info2_t;
+#else
+using ObjectInfo = H5O_info_t;
+#endif
+
+herr_t collect_dataset(hid_t, const char* name, const ObjectInfo* info, void* out) {
+  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> CheckpointFile::datasets() const {
+  std::vector<std::string> names;
+#if H5_VERSION_GE(1, 12, 0)
+  const herr_t rc = H5Ovisit3(file_, H5_INDEX_NAME, H5_ITER_NATIVE, collect_dataset, &names, H5O_INFO_BASIC);
+#else
+  const herr_t rc = H5Ovisit(file_, H5_INDEX_NAME, H5_ITER_NATIVE, collect_dataset, &names);
+#endif
+  if (rc < 0) throw std::runtime_error("cannot list the datasets (truncated or corrupt file?)");
+  return names;
+}
+
+DType CheckpointFile::dtype_of(const std::string& name) const {
+  H5Id ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
+  H5Id type(H5Dget_type(ds), "H5Dget_type");
+  return H5Tget_class(type) == H5T_FLOAT ? DType::F32 : DType::U8;
+}
+
+void CheckpointFile::verify(const std::string& name) {
+  const auto shape = shape_of(name);
+  const DType t = dtype_of(name);
+  std::vector<unsigned char> buf(std::max<std::size_t>(1, Slab::all(shape).elements() * dtype_size(t)));
+  read(name, t, shape, Slab::all(shape), buf.data());
 }
 
 std::vector<hsize_t> CheckpointFile::shape_of(const std::string& name) const {
@@ -184,8 +249,9 @@ void CheckpointFile::read(const std::string& name, DType t, const std::vector<hs
   if (H5Tequal(type, file_type(t)) <= 0) throw std::runtime_error("dataset " + name + " has an unexpected type");
   auto [file_space, mem_space] = select(ds, slab);
   H5Id xfer = h5_collective_xfer();
+  errno = 0;
   if (H5Dread(ds, mem_type(t), mem_space, file_space, xfer, out) < 0)
-    throw std::runtime_error("cannot read dataset " + name + " (truncated or corrupt file?)");
+    throw io_error("cannot read dataset " + name + " (truncated or corrupt file?)");
   if (!h5_has_attr(ds, "xsum64")) throw std::runtime_error("dataset " + name + " has no xsum64 checksum");
   const auto expected = static_cast<std::uint64_t>(h5_read_attr_int(ds, "xsum64"));
   // A rank holding the whole tensor verifies it alone; a partition is verified by adding up the
@@ -201,13 +267,26 @@ void CheckpointFile::read(const std::string& name, DType t, const std::vector<hs
                              std::to_string(expected) + ", computed " + std::to_string(local));
 }
 
+void CheckpointFile::check_header() const {
+  const std::string format = h5_has_attr(file_, "format") ? h5_read_attr_string(file_, "format") : "";
+  if (format != kCheckpointFormat) throw std::runtime_error("not a gridtrain checkpoint (format = '" + format + "')");
+  const long long version = h5_read_attr_int(file_, "version");
+  if (version != kCheckpointVersion)
+    throw std::runtime_error("format version " + std::to_string(version) + "; this gridtrain reads version " +
+                             std::to_string(kCheckpointVersion));
+}
+
 void CheckpointFile::flush() {
-  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("cannot flush checkpoint");
+  seal();
+  errno = 0;
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw write_error("cannot flush the file", path_);
 }
 
 void CheckpointFile::close() {
+  if (file_.get() >= 0) seal();
   const hid_t id = file_.release();
-  if (id >= 0 && H5Fclose(id) < 0) throw std::runtime_error("cannot close checkpoint file (objects still open?)");
+  errno = 0;
+  if (id >= 0 && H5Fclose(id) < 0) throw write_error("cannot close the file", path_);
 }
 
 }  // namespace gridtrain

@@ -1,12 +1,12 @@
 #include "gridtrain/checkpoint/checkpointer.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,11 +14,13 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/checkpoint/checkpoint_dir.hpp"
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/files.hpp"
 #include "gridtrain/version.hpp"
 
 namespace fs = std::filesystem;
@@ -41,6 +43,7 @@ struct Snapshot {
   long long optim_steps = 0;
   TrainState train;
   std::vector<Tensor> tensors;
+  std::string run_id;
   std::string tmp_path, final_path;
 };
 
@@ -48,21 +51,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Durable, atomic replacement of a small text file.
-void replace_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) ::fsync(fd), ::close(fd);
-  fs::rename(tmp, path);
-  fd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) ::fsync(fd), ::close(fd);
-}
 
 // This rank's hyperslab of a tensor sharded by spec over tp rank r of n (docs/checkpoint-format.md).
 Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r, int n) {
@@ -88,37 +76,46 @@ torch::Tensor slab_rows(const torch::Tensor& local, const Slab& slab) {
   return local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) / row);
 }
 
-long long step_of(const fs::path& p) {
-  // step-<digits>.h5 → the number; anything else (a .tmp, a stray file) → -1
-  const std::string n = p.filename().string();
-  if (n.size() < 9 || n.rfind("step-", 0) != 0 || n.substr(n.size() - 3) != ".h5") return -1;
-  long long step = -1;
-  const char* first = n.data() + 5;
-  const char* last = n.data() + n.size() - 3;
-  auto [ptr, ec] = std::from_chars(first, last, step);
-  return ec == std::errc() && ptr == last ? step : -1;
+// A new run's id: host, process and start time, unique enough to tell two runs' files apart.
+std::string new_run_id(MPI_Comm comm) {
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  std::string id = std::string(host) + "-" + std::to_string(getpid()) + "-" +
+                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  int n = static_cast<int>(id.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  id.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(id.data(), n, MPI_CHAR, 0, comm);
+  return id;
 }
 
 }  // namespace
 
-Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log) : cfg_(cfg), grid_(grid), log_(log) {
+Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
+    : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), run_id_(new_run_id(grid.comm())) {
   if (enabled()) {
     agree(grid.comm(), [&] {
       if (grid.rank() != 0) return;
       const fs::path dir(cfg.checkpoint.dir);
+      const std::string where = "checkpoint.dir = " + cfg.checkpoint.dir;
       if (fs::exists(dir) && !fs::is_directory(dir))
-        throw Error("checkpoint.dir = " + cfg.checkpoint.dir + " exists and is not a directory; valid: a directory "
-                    "(created if missing) or none");
+        throw Error(where + " exists and is not a directory; valid: a directory (created if missing) or none");
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      // Found now, not after the first checkpoint.interval steps of training.
+      const int code = ec ? ec.value() : probe_write(dir);
+      if (code != 0)
+        throw Error(where + " cannot be written (" + std::strerror(code) + "); valid: a writable directory, or none");
       // A step-*.h5.tmp is a write that a crash interrupted; it never became `latest`.
-      if (fs::exists(dir))
-        for (const auto& e : fs::directory_iterator(dir))
-          if (e.path().filename().string().starts_with("step-") && e.path().extension() == ".tmp") {
-            log.print("Checkpoints: removing " + e.path().string() + " (an interrupted write)\n");
-            fs::remove(e.path());
-          }
+      for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().starts_with("step-") && e.path().extension() == ".tmp") {
+          log.print("Checkpoints: removing " + e.path().string() + " (an interrupted write)\n");
+          fs::remove(e.path());
+        }
     });
   }
   MPI_Comm_dup(grid.comm(), &io_comm_);
+  MPI_Comm_dup(grid.comm(), &agree_comm_);
   if (cfg.checkpoint.async) {
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
@@ -130,6 +127,7 @@ Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log) : cfg_(cfg),
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
+  MPI_Comm_free(&agree_comm_);
   MPI_Comm_free(&io_comm_);
 }
 
@@ -139,9 +137,7 @@ bool Checkpointer::due(long long step) const {
 }
 
 std::string Checkpointer::file_name(long long step) const {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08lld.h5", step);
-  return (fs::path(cfg_.checkpoint.dir) / name).string();
+  return (fs::path(cfg_.checkpoint.dir) / checkpoint_name(step)).string();
 }
 
 // Every model and optimizer tensor of the whole grid, by dataset name (sorted; the same list on
@@ -207,6 +203,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   snap->epoch = epoch;
   snap->optim_type = opt.type();
   snap->optim_steps = opt.steps();
+  snap->run_id = run_id_;
   snap->final_path = file_name(step);
   snap->tmp_path = snap->final_path + ".tmp";
   std::size_t count = 0;
@@ -255,9 +252,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
       try {
         write(*snap);
       } catch (const std::exception& e) {  // a failed background write is a fault on this rank
-        std::fprintf(stderr, "ERROR on rank %d: checkpoint write failed: %s\n", grid_.rank(), e.what());
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, kExitError);
+        abort_job("checkpoint write failed: " + std::string(e.what()));
       }
     });
   } else {
@@ -276,16 +271,43 @@ void Checkpointer::wait() {
   drain_s_ += since(t0);
 }
 
+void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
+  const std::string where = "checkpoint '" + snap.tmp_path + "' (" + what + "): ";
+  std::optional<Failure> failure;
+  try {
+    failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, "checkpoint phase '" + what + "'");
+  } catch (const std::exception& e) {  // the peers did not agree within comm.timeout_s
+    ::unlink(snap.tmp_path.c_str());
+    abort_job(where + e.what());
+  }
+  if (!failure) return;
+  int rank = 0;
+  MPI_Comm_rank(agree_comm_, &rank);
+  if (rank == failure->rank) {
+    ::unlink(snap.tmp_path.c_str());
+    abort_job(where + failure->message +
+              (failure->failed_ranks > 1 ? " (failed on " + std::to_string(failure->failed_ranks) + " ranks)" : "") +
+              "; the checkpoint of step " + std::to_string(snap.step) + " was abandoned, " +
+              (fs::exists(snap.final_path) ? snap.final_path + " is complete but " : snap.tmp_path + " removed; ") +
+              "'latest' is unchanged");
+  }
+  // The reporting rank aborts the job; this one waits for that, so that its message is the one seen.
+  std::this_thread::sleep_for(std::chrono::seconds(10));
+  abort_job("checkpoint '" + snap.tmp_path + "' failed on rank " + std::to_string(failure->rank));
+}
+
 void Checkpointer::write(const Snapshot& snap) {
   const auto t0 = Clock::now();
   int rank = 0;
   MPI_Comm_rank(io_comm_, &rank);
-  if (rank == 0) fs::create_directories(cfg_.checkpoint.dir);
-  MPI_Barrier(io_comm_);
-  {
-    auto file = CheckpointFile::create(snap.tmp_path, io_comm_);
-    const hid_t root = file.root();
-    h5_write_attr(root, "format", std::string("gridtrain-checkpoint"));
+  std::optional<CheckpointFile> file;
+  write_phase(snap, "creating the directory", [&] {
+    if (rank == 0) fs::create_directories(cfg_.checkpoint.dir);
+  });
+  write_phase(snap, "creating the file", [&] { file = CheckpointFile::create(snap.tmp_path, io_comm_); });
+  const hid_t root = file->root();
+  write_phase(snap, "writing the root attributes", [&] {
+    h5_write_attr(root, "format", std::string(kCheckpointFormat));
     h5_write_attr(root, "version", static_cast<long long>(kCheckpointVersion));
     h5_write_attr(root, "step", snap.step);
     h5_write_attr(root, "tokens_seen", static_cast<long long>(snap.sample_index * cfg_.model.block_size));
@@ -293,145 +315,190 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(root, "grid", std::to_string(g.dp) + "," + std::to_string(g.tp) + "," + std::to_string(g.pp));
     h5_write_attr(root, "deck", config_text(cfg_));
     h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
-    for (const auto& t : snap.tensors) file.write(t.name, t.type, t.shape, t.slab, t.bytes.data());
-    {  // groups are closed before the file: the MPI-IO driver refuses to close a file with open objects
-      H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "open /optim");
-      h5_write_attr(optim, "type", snap.optim_type);
-      h5_write_attr(optim, "step", snap.optim_steps);
-      H5Id data(H5Gcreate2(root, "/data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /data");
-      h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
-      h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
-      h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
-      H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
-      for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
-    }
-    if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests
-      std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.slow_checkpoint_s));
-    file.flush();
-    file.close();
-  }
-  MPI_Barrier(io_comm_);  // every rank has closed the file
-  if (rank == 0) {
+    h5_write_attr(root, "run_id", snap.run_id);
+  });
+  for (const auto& t : snap.tensors)
+    write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.slab, t.bytes.data()); });
+  write_phase(snap, "writing /optim, /data and /train", [&] {
+    // groups are closed before the file: the MPI-IO driver refuses to close a file with open objects
+    H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "open /optim");
+    h5_write_attr(optim, "type", snap.optim_type);
+    h5_write_attr(optim, "step", snap.optim_steps);
+    H5Id data(H5Gcreate2(root, "/data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /data");
+    h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
+    h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
+    h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
+    h5_write_attr(data, "corpus_sha256", corpus_.sha256);
+    h5_write_attr(data, "train_tokens", static_cast<long long>(corpus_.train_tokens));
+    h5_write_attr(data, "val_tokens", static_cast<long long>(corpus_.val_tokens));
+    H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
+    for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
+  });
+  if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests
+    std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.slow_checkpoint_s));
+  write_phase(snap, "flushing", [&] { file->flush(); });
+  write_phase(snap, "closing", [&] { file->close(); });
+  write_phase(snap, "committing", [&] {
+    if (rank != 0) return;
     fs::rename(snap.tmp_path, snap.final_path);
-    replace_file(fs::path(cfg_.checkpoint.dir) / "latest", fs::path(snap.final_path).filename().string());
-    std::vector<fs::path> old;
-    for (const auto& e : fs::directory_iterator(cfg_.checkpoint.dir))
-      if (step_of(e.path()) >= 0 && step_of(e.path()) < snap.step) old.push_back(e.path());
-    std::sort(old.begin(), old.end());
-    const std::size_t keep = static_cast<std::size_t>(std::max(0, cfg_.checkpoint.keep_last - 1));
-    for (std::size_t i = 0; i + keep < old.size(); ++i) fs::remove(old[i]);
-  }
-  MPI_Barrier(io_comm_);
+    replace_file(fs::path(cfg_.checkpoint.dir) / "latest", checkpoint_name(snap.step) + "\n");
+  });
+  written_.insert(snap.step);
+  if (rank == 0) prune(snap.step);
   write_s_ += since(t0);
 }
 
-std::optional<std::string> Checkpointer::resume_path() {
-  const std::string& how = cfg_.checkpoint.resume;
-  if (how == "none") return std::nullopt;
-  if (how != "auto") return how;
-  const fs::path latest = fs::path(cfg_.checkpoint.dir) / "latest";
-  std::string name;
-  if (grid_.rank() == 0) {
-    std::ifstream in(latest);
-    if (in) in >> name;
+// Only this run's checkpoints are deleted (run_id), and of those newer than the one the run
+// started from only the ones this process wrote: a run resumed from an earlier checkpoint never
+// deletes the later ones it did not write. Failing to delete is a warning, not a fault.
+void Checkpointer::prune(long long step) {
+  auto kept = 1;  // the one just written
+  for (const auto& p : list_checkpoints(cfg_.checkpoint.dir)) {
+    const long long s = checkpoint_step(p);
+    if (s >= step || (s > start_step_ && !written_.contains(s)) || checkpoint_run(p) != run_id_) continue;
+    if (kept < cfg_.checkpoint.keep_last) {
+      ++kept;
+      continue;
+    }
+    std::error_code ec;
+    fs::remove(p, ec);
+    if (ec) std::fprintf(stderr, "WARNING: checkpoint.keep_last: cannot delete %s: %s\n", p.c_str(), ec.message().c_str());
   }
-  int n = static_cast<int>(name.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, grid_.comm());
-  name.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(name.data(), n, MPI_CHAR, 0, grid_.comm());
-  if (name.empty()) {
-    log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + " (no 'latest'); starting fresh\n");
+}
+
+std::optional<std::string> Checkpointer::resume_path() {
+  const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
+  if (!choice) {
+    if (cfg_.checkpoint.resume != "none")
+      log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + "; starting fresh\n");
     return std::nullopt;
   }
-  return (fs::path(cfg_.checkpoint.dir) / name).string();
+  log_.print("Resume: " + choice->path + " (" + choice->reason + ")\n");
+  return choice->path;
+}
+
+void Checkpointer::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
+  const std::string where = "checkpoint '" + path + "': ";
+  std::optional<Failure> failure;
+  try {
+    failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, "reading checkpoint: " + what);
+  } catch (const std::exception& e) {
+    abort_job(where + e.what());
+  }
+  if (!failure) return;
+  const std::string& m = failure->message;
+  if (failure->failed_ranks == grid_.shape().size())  // every rank saw it: a problem with the file
+    throw Error(m.starts_with(where) ? m : where + m);
+  // Some ranks hold an open file whose close is collective: this is a fault, not a clean stop.
+  int rank = 0;
+  MPI_Comm_rank(agree_comm_, &rank);
+  if (rank == failure->rank) abort_job(where + what + ": " + m);
+  std::this_thread::sleep_for(std::chrono::seconds(10));
+  abort_job(where + what + " failed on rank " + std::to_string(failure->rank));
 }
 
 ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {
   ResumePoint at;
   bool reset_feedback = false;
-  const std::string where = "checkpoint '" + path + "': ";
-  // Two phases, so that no rank enters the collective open while another already gave up.
-  agree(grid_.comm(), [&] {
-    if (!fs::exists(path)) throw Error(where + "file not found");
-    if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(where + "not an HDF5 file (truncated or corrupt?)");
+  std::string data_note;
+  std::optional<CheckpointFile> file;
+  // The checks before the collective open, so that no rank enters it while another gave up.
+  read_phase(path, "checking the file", [&] {
+    if (!fs::exists(path)) throw Error("file not found");
+    if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("not an HDF5 file (truncated or corrupt?)");
   });
-  agree(grid_.comm(), [&] {
-    try {
-      auto file = CheckpointFile::open(path, grid_.comm());
-      const hid_t root = file.root();
-      const std::string format = h5_has_attr(root, "format") ? h5_read_attr_string(root, "format") : "";
-      if (format != "gridtrain-checkpoint") throw Error(where + "not a gridtrain checkpoint (format = '" + format + "')");
-      const long long version = h5_read_attr_int(root, "version");
-      if (version != kCheckpointVersion)
-        throw Error(where + "format version " + std::to_string(version) + "; this gridtrain reads version " +
-                    std::to_string(kCheckpointVersion));
-      H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
-      const std::string type = h5_read_attr_string(optim, "type");
-      if (type != opt.type())
-        throw Error(where + "holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
-      torch::NoGradGuard no_grad;
-      // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global
-      // shapes make any layout load any other.
-      for (const auto& e : entries(model, opt)) {
-        const Slab slab = slab_of(e);
-        auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
-        file.read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
-        if (slab.elements() == 0) continue;
-        auto rows = slab_rows(e.local, slab);
-        rows.copy_(host.view(rows.sizes()));
-      }
-      opt.set_steps(h5_read_attr_int(optim, "step"));
-      H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
-      const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
-      if (seed != cfg_.train.seed)
-        throw Error(where + "was written with train.seed = " + std::to_string(seed) + " but this run has " +
-                    std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
-                    std::to_string(seed));
-      at.step = h5_read_attr_int(root, "step");
-      at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
-      if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
-        H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
-        std::vector<std::string> names;
-        H5Aiterate2(train, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-                    [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
-                      static_cast<std::vector<std::string>*>(out)->push_back(name);
-                      return 0;
-                    },
-                    &names);
-        for (const auto& name : names) at.train.emplace_back(name, h5_read_attr_doubles(train, name));
-      }
-      // Per-rank state restores only onto the same number of ranks; a resharded run starts
-      // its RNG afresh and its error-feedback residuals at zero.
-      const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
-      auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
-        const std::vector<hsize_t> shape{world, length};
-        if (!file.exists(name) || file.shape_of(name) != shape) return false;
-        file.read(name, dtype, shape, Slab{{me, 0}, {1, length}}, out);
-        return true;
-      };
-      auto rng = at::detail::getDefaultCPUGenerator().get_state();
-      if (read_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()))) {
-        at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
-        gen.set_state(rng);
-      }
-      for (auto& [name, values] : opt.rank_state()) {
-        auto host = torch::empty({values.numel()}, torch::kFloat32);
-        if (read_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()))) {
-          values.copy_(host);
-        } else {
-          values.zero_();
-          reset_feedback = true;
-        }
-      }
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw Error(where + e.what());
+  read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
+  const hid_t root = file->root();
+  read_phase(path, "reading the header", [&] {
+    file->check_header();
+    H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
+    const std::string type = h5_read_attr_string(optim, "type");
+    if (type != opt.type())
+      throw Error("holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
+    H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
+    const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
+    if (seed != cfg_.train.seed)
+      throw Error("was written with train.seed = " + std::to_string(seed) + " but this run has " +
+                  std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
+                  std::to_string(seed));
+    if (h5_has_attr(data, "train_tokens")) {  // checkpoints before the corpus was recorded have none
+      const CorpusId was{h5_read_attr_string(data, "corpus_sha256"),
+                         static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
+                         static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens"))};
+      std::string changed;
+      if (was.train_tokens != corpus_.train_tokens || was.val_tokens != corpus_.val_tokens)
+        changed = std::to_string(was.train_tokens) + " train / " + std::to_string(was.val_tokens) + " val tokens then, " +
+                  std::to_string(corpus_.train_tokens) + " / " + std::to_string(corpus_.val_tokens) + " now";
+      if (was.sha256 != corpus_.sha256)
+        changed += (changed.empty() ? "" : "; ") + std::string("source sha256 ") +
+                   (was.sha256.empty() ? "unknown" : was.sha256.substr(0, 16)) + " then, " +
+                   (corpus_.sha256.empty() ? "unknown" : corpus_.sha256.substr(0, 16)) + " now";
+      if (!changed.empty() && !cfg_.data.allow_change)
+        throw Error("was written for another corpus than data.path = " + cfg_.data.path + " (" + changed +
+                    "): its data position would be applied to different data. Resume with the same data, or set "
+                    "data.allow_change = true");
+      if (!changed.empty()) data_note = "; data.allow_change = true: the corpus changed (" + changed + ")";
+    }
+    at.step = h5_read_attr_int(root, "step");
+    at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
+    opt.set_steps(h5_read_attr_int(optim, "step"));
+    if (h5_has_attr(root, "run_id")) run_id_ = h5_read_attr_string(root, "run_id");
+    if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
+      H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
+      std::vector<std::string> names;
+      H5Aiterate2(train, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                  [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+                    static_cast<std::vector<std::string>*>(out)->push_back(name);
+                    return 0;
+                  },
+                  &names);
+      for (const auto& name : names) at.train.emplace_back(name, h5_read_attr_doubles(train, name));
     }
   });
+  torch::NoGradGuard no_grad;
+  // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global
+  // shapes make any layout load any other.
+  for (const auto& e : entries(model, opt)) {
+    read_phase(path, "dataset " + e.name, [&] {
+      const Slab slab = slab_of(e);
+      auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
+      file->read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
+      if (slab.elements() == 0) return;
+      auto rows = slab_rows(e.local, slab);
+      rows.copy_(host.view(rows.sizes()));
+    });
+  }
+  // Per-rank state restores only onto the same number of ranks; a resharded run starts
+  // its RNG afresh and its error-feedback residuals at zero.
+  read_phase(path, "per-rank state", [&] {
+    const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
+    auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
+      const std::vector<hsize_t> shape{world, length};
+      if (!file->exists(name) || file->shape_of(name) != shape) return false;
+      file->read(name, dtype, shape, Slab{{me, 0}, {1, length}}, out);
+      return true;
+    };
+    auto rng = at::detail::getDefaultCPUGenerator().get_state();
+    if (read_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()))) {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+      gen.set_state(rng);
+    }
+    for (auto& [name, values] : opt.rank_state()) {
+      auto host = torch::empty({values.numel()}, torch::kFloat32);
+      if (read_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()))) {
+        values.copy_(host);
+      } else {
+        values.zero_();
+        reset_feedback = true;
+      }
+    }
+  });
+  read_phase(path, "closing", [&] { file->close(); });
+  start_step_ = at.step;
   log_.print("Resumed from " + path + " at step " + std::to_string(at.step) + " (global sample index " +
              std::to_string(at.sample_index) + ")" +
-             (reset_feedback ? "; error-feedback residuals start at zero (written on another grid)" : "") + "\n");
+             (reset_feedback ? "; error-feedback residuals start at zero (written on another grid)" : "") + data_note +
+             "\n");
   return at;
 }
 

@@ -16,18 +16,6 @@ struct Entry {
   bool checksum_ok;
 };
 
-#if H5_VERSION_GE(1, 12, 0)
-using ObjectInfo = H5O_info2_t;
-#else
-using ObjectInfo = H5O_info_t;
-#endif
-
-herr_t collect(hid_t, const char* name, const ObjectInfo* info, void* out) {
-  if (info->type != H5O_TYPE_DATASET) return 0;
-  static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
-  return 0;
-}
-
 }  // namespace
 
 int inspect_checkpoint(const std::string& path, Log& log) {
@@ -36,28 +24,18 @@ int inspect_checkpoint(const std::string& path, Log& log) {
   try {
     auto file = CheckpointFile::open(path, MPI_COMM_SELF);
     const hid_t root = file.root();
-    if (!h5_has_attr(root, "format") || h5_read_attr_string(root, "format") != "gridtrain-checkpoint")
-      throw Error("'" + path + "' is not a gridtrain checkpoint (no format = gridtrain-checkpoint attribute)");
+    file.check_header();
     header = "Checkpoint " + path + "\n  format version " + std::to_string(h5_read_attr_int(root, "version")) +
              ", written by " + h5_read_attr_string(root, "created_by") + "\n  step " +
              std::to_string(h5_read_attr_int(root, "step")) + ", tokens seen " +
              std::to_string(h5_read_attr_int(root, "tokens_seen")) + ", grid (dp,tp,pp) = " +
              h5_read_attr_string(root, "grid") + "\n\nDeck:\n" + h5_read_attr_string(root, "deck") + "\n";
-    std::vector<std::string> names;
-#if H5_VERSION_GE(1, 12, 0)
-    H5Ovisit3(root, H5_INDEX_NAME, H5_ITER_NATIVE, collect, &names, H5O_INFO_BASIC);
-#else
-    H5Ovisit(root, H5_INDEX_NAME, H5_ITER_NATIVE, collect, &names);
-#endif
-    for (const auto& name : names) {
+    for (const auto& name : file.datasets()) {
       const auto shape = file.shape_of(name);
-      H5Id ds(H5Dopen2(root, name.c_str(), H5P_DEFAULT), "open " + name);
-      H5Id type(H5Dget_type(ds), "type " + name);
-      const DType t = H5Tget_class(type) == H5T_FLOAT ? DType::F32 : DType::U8;
-      std::vector<unsigned char> buf(Slab::all(shape).elements() * dtype_size(t));
+      const DType t = file.dtype_of(name);
       bool ok = true;
       try {
-        file.read(name, t, shape, Slab::all(shape), buf.data());
+        file.verify(name);
       } catch (const std::runtime_error&) {  // unreadable or checksum mismatch: reported as BAD
         ok = false;
       }

@@ -138,6 +138,9 @@ std::vector<Key> build_table() {
                    "vocabulary size V; 0 = the dataset's vocab_size attribute", 0),
 
       text_key("data.path", GT_REF(data.path), "token file written by `gridtrain prepare` (HDF5)"),
+      bool_key("data.allow_change", GT_REF(data.allow_change),
+               "resume onto a corpus other than the checkpoint's (its sha256 or token counts differ); the data "
+               "position then indexes the new corpus"),
 
       text_key("optim.type", GT_REF(optim.type), "optimizer", {"adamw", "sgd", "onebit_adam"}),
       real_key("optim.lr", GT_REF(optim.lr), "peak learning rate (before optim.scale_lr)", 0.0, true),
@@ -232,14 +235,22 @@ std::vector<Key> build_table() {
                "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),
       int_key<int>("checkpoint.interval", GT_REF(checkpoint.interval),
                    "steps between checkpoints; 0 = only after the last step", 0),
-      int_key<int>("checkpoint.keep_last", GT_REF(checkpoint.keep_last), "checkpoints kept; older ones are deleted", 1),
+      int_key<int>("checkpoint.keep_last", GT_REF(checkpoint.keep_last),
+                   "checkpoints of this run kept; older ones of this run are deleted (never another run's, nor "
+                   "one newer than the checkpoint this run started from)", 1),
       bool_key("checkpoint.async", GT_REF(checkpoint.async),
                "write checkpoints in the background; the step loop pays only for a host copy"),
       text_key("checkpoint.resume", GT_REF(checkpoint.resume),
-               "none, auto (the latest checkpoint in checkpoint.dir if there is one) or a checkpoint file; "
-               "--restart PATH sets it"),
+               "none; auto (checkpoint.dir's newest checkpoint that passes its checksums, `latest` first; start "
+               "fresh only where there is no checkpoint file); a checkpoint file, a directory of them, or a "
+               "`latest` pointer. --restart PATH sets it"),
 
-      text_key("output.dir", GT_REF(output.dir), "directory for log.gridtrain and metrics.jsonl"),
+      text_key("output.dir", GT_REF(output.dir),
+               "directory for log.gridtrain and metrics.jsonl; a run holds gridtrain.lock there (and in "
+               "checkpoint.dir) while it runs"),
+      bool_key("output.overwrite", GT_REF(output.overwrite),
+               "let a fresh run (checkpoint.resume = none) start where another run left metrics or checkpoints: "
+               "they are deleted. Without it such a run stops; checkpoint.resume = auto continues that run"),
       int_key<int>("output.thermo", GT_REF(output.thermo), "steps between thermo lines", 1),
       real_key("output.peak_gflops", GT_REF(output.peak_gflops),
                "per-rank peak GFLOP/s for MFU; 0 = measure with an sgemm probe at start", 0.0, false),

@@ -1,5 +1,7 @@
 #include "gridtrain/data/sampler.hpp"
 
+#include <algorithm>
+
 #include <numeric>
 
 namespace gridtrain {
@@ -39,8 +41,13 @@ void copy_window(std::span<const std::int32_t> tokens, std::uint64_t start, int 
 
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count) {
   const std::uint64_t last = val_tokens - (block_size + 1);  // loader guarantees val_tokens >= T + 1
-  std::vector<std::uint64_t> starts(count);
-  for (int i = 0; i < count; ++i) starts[i] = count == 1 ? 0 : last * i / (count - 1);
+  const std::uint64_t windows = (val_tokens - 1) / block_size;  // disjoint windows at stride T
+  std::vector<std::uint64_t> starts(std::min<std::uint64_t>(static_cast<std::uint64_t>(count), windows));
+  if (starts.size() == windows) {  // as many as there are: each window once, none overlapping
+    for (std::uint64_t i = 0; i < windows; ++i) starts[i] = i * block_size;
+    return starts;
+  }
+  for (std::size_t i = 0; i < starts.size(); ++i) starts[i] = starts.size() == 1 ? 0 : last * i / (starts.size() - 1);
   return starts;
 }
 

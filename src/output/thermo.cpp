@@ -2,15 +2,41 @@
 
 #include <cmath>
 #include <cstdio>
-#include <type_traits>
+#include <fstream>
 #include <stdexcept>
+#include <type_traits>
+
+#include "gridtrain/util/files.hpp"
 
 namespace gridtrain {
 
-Thermo::Thermo(Log& log, const std::string& metrics_path, bool append) : log_(log) {
+namespace {
+
+// The "step" of a metrics.jsonl line (each begins {"step": N, ...}), or -1.
+long long step_of_line(const std::string& line) {
+  long long step = -1;
+  return std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 ? step : -1;
+}
+
+}  // namespace
+
+Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step) : log_(log) {
   if (!log_.active()) return;
-  jsonl_.open(metrics_path, append ? std::ios::app : std::ios::trunc);
+  std::string kept;
+  long long dropped = 0;
+  if (start_step > 0) {
+    std::ifstream in(metrics_path);
+    for (std::string line; std::getline(in, line);) {
+      if (step_of_line(line) <= start_step) kept += line + "\n";
+      else ++dropped;
+    }
+  }
+  replace_file(metrics_path, kept);  // a crash now leaves the old file or the kept lines, not less
+  jsonl_.open(metrics_path, std::ios::app);
   if (!jsonl_) throw std::runtime_error("cannot open '" + metrics_path + "' for writing");
+  if (dropped > 0)
+    log_.print(metrics_path + ": dropped " + std::to_string(dropped) + " line(s) after step " +
+               std::to_string(start_step) + " (written after the checkpoint this run resumes from)\n");
 }
 
 void Thermo::write(const ThermoRow& r) {

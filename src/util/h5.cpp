@@ -25,6 +25,17 @@ H5Id::~H5Id() {
 
 void h5_silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+std::string h5_error_detail() {
+  std::string deepest;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD,
+           [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+             *static_cast<std::string*>(out) = std::string(e->func_name) + ": " + e->desc;
+             return 0;
+           },
+           &deepest);
+  return deepest;
+}
+
 H5Id h5_collective_xfer() {
   H5Id xfer(H5Pcreate(H5P_DATASET_XFER), "H5Pcreate");
   H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE);
@@ -54,8 +65,17 @@ std::string h5_read_attr_string(hid_t obj, const std::string& name) {
   if (!h5_has_attr(obj, name)) throw std::runtime_error("attribute '" + name + "' is missing");
   H5Id attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "cannot open attribute '" + name + "'");
   H5Id type(H5Aget_type(attr), "H5Aget_type");
-  if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) > 0)
-    throw std::runtime_error("attribute '" + name + "' is not a fixed-length string");
+  if (H5Tget_class(type) != H5T_STRING) throw std::runtime_error("attribute '" + name + "' is not a string");
+  if (H5Tis_variable_str(type) > 0) {  // h5py's default for str attributes
+    H5Id mem(H5Tcopy(H5T_C_S1), "H5Tcopy");
+    H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type));
+    char* text = nullptr;
+    if (H5Aread(attr, mem, &text) < 0) throw std::runtime_error("cannot read attribute '" + name + "'");
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
   std::vector<char> buf(H5Tget_size(type) + 1, '\0');
   H5Id mem(H5Tcopy(H5T_C_S1), "H5Tcopy");
   H5Tset_size(mem, buf.size());

@@ -17,6 +17,10 @@
 
 namespace gridtrain {
 
+/// Root attribute `format` of every checkpoint, and the format version written and read.
+inline constexpr const char* kCheckpointFormat = "gridtrain-checkpoint";
+inline constexpr int kCheckpointVersion = 1;
+
 enum class DType { F32, U8 };
 
 /// Element size of t, bytes.
@@ -51,10 +55,15 @@ class CheckpointFile {
   /// Opens path read-only, collectively over comm. Throws std::runtime_error.
   static CheckpointFile open(const std::string& path, MPI_Comm comm);
 
-  /// Collective: creates dataset `name` (intermediate groups included) of global `shape`, writes
-  /// this rank's slab from data (contiguous, row-major) and stores the checksum.
+  /// Collective: creates dataset `name` (intermediate groups included) of global `shape` and
+  /// writes this rank's slab from data (contiguous, row-major). Makes no other collective call:
+  /// its checksum is stored by seal(). Throws std::runtime_error (std::system_error with the OS
+  /// error where one is known) when the write fails on this rank.
   void write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
              const void* data);
+  /// Collective: stores the checksums of the datasets written since the last seal() (one
+  /// allreduce for all of them). flush() and close() seal first.
+  void seal();
   /// Collective: reads this rank's slab of `name` into out (row-major). The checksum is verified
   /// over the slabs of the `primary` ranks, which must partition the dataset (replicas read the
   /// same data as non-primary), or by every rank alone when every rank reads the whole dataset.
@@ -65,17 +74,30 @@ class CheckpointFile {
   /// Global shape of dataset name, or throws std::runtime_error if it does not exist.
   std::vector<hsize_t> shape_of(const std::string& name) const;
   bool exists(const std::string& name) const;
+  /// Every dataset in the file by its absolute name ("/model/wte.weight"), in HDF5's order.
+  std::vector<std::string> datasets() const;
+  /// Element type of dataset name as stored (float → F32, anything else → U8).
+  DType dtype_of(const std::string& name) const;
+  /// Reads all of dataset name and verifies its checksum; throws std::runtime_error as read() does.
+  void verify(const std::string& name);
+
+  /// Throws std::runtime_error unless the root says format = kCheckpointFormat and version =
+  /// kCheckpointVersion (naming what it says instead).
+  void check_header() const;
 
   hid_t root() const { return file_; }
-  /// Flushes to stable storage (collective).
+  /// Seals, then flushes to stable storage (collective).
   void flush();
-  /// Closes the file (collective); further use is an error.
+  /// Seals, then closes the file (collective); further use is an error.
   void close();
 
  private:
-  CheckpointFile(H5Id file, MPI_Comm comm) : file_(std::move(file)), comm_(comm) {}
+  CheckpointFile(H5Id file, MPI_Comm comm, std::string path)
+      : file_(std::move(file)), comm_(comm), path_(std::move(path)) {}
   H5Id file_;
   MPI_Comm comm_;
+  std::string path_;
+  std::vector<std::pair<std::string, std::uint64_t>> unsealed_;  // dataset, this rank's checksum share
 };
 
 }  // namespace gridtrain

@@ -2,14 +2,24 @@
 //
 // save(): snapshot → write step-XXXXXXXX.h5.tmp collectively → flush, close on all ranks →
 // rank 0 renames it to step-XXXXXXXX.h5, then atomically replaces `latest` (write latest.tmp,
-// fsync, rename) and deletes checkpoints beyond checkpoint.keep_last. A crash at any point leaves
-// the previous checkpoint as `latest`. With checkpoint.async the write runs on a background
-// thread over its own communicator (needs MPI_THREAD_MULTIPLE); the step loop pays only for the
-// copy into the host snapshot, and a new save (or the end of the run) waits for the previous one.
+// fsync, rename) and deletes this run's checkpoints beyond checkpoint.keep_last. A crash at any
+// point leaves the previous checkpoint as `latest`. With checkpoint.async the write runs on a
+// background thread over its own communicators (needs MPI_THREAD_MULTIPLE); the step loop pays
+// only for the copy into the host snapshot, and a new save (or the end of the run) waits for the
+// previous one.
+//
+// Every collective phase of a write (create, each dataset, attributes, flush, close, commit) ends
+// with all ranks agreeing on success under comm.timeout_s before the next one starts. A failure
+// anywhere (a full disk, EIO, EACCES) aborts the job with the first failing rank's message naming
+// the file, the phase or dataset and the OS error, after removing the .tmp: its peers may be
+// inside the collective HDF5 call that failed and could not leave it otherwise. Loading is phased
+// the same way: a problem every rank sees is a gridtrain::Error, one rank's fault aborts.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -26,12 +36,16 @@ class Optimizer;
 class Grid;
 struct Snapshot;
 
-/// Format version written into and required from checkpoint files.
-inline constexpr int kCheckpointVersion = 1;
-
 /// Replicated step-loop state (loss scaler, skip counters, outlier windows) by name: fp64
 /// attributes of the group /train, the same on every rank.
 using TrainState = std::vector<std::pair<std::string, std::vector<double>>>;
+
+/// The corpus a run trains on, stored in each checkpoint and compared at resume: the data
+/// position means nothing in another file.
+struct CorpusId {
+  std::string sha256;  ///< the data file's sha256 attribute (of the source text); "" when it has none
+  std::uint64_t train_tokens = 0, val_tokens = 0;
+};
 
 /// Where training continues after a load.
 struct ResumePoint {
@@ -42,9 +56,11 @@ struct ResumePoint {
 
 class Checkpointer {
  public:
-  /// Collective over the grid. Throws gridtrain::Error when checkpoint.async is requested but MPI
-  /// does not provide MPI_THREAD_MULTIPLE.
-  Checkpointer(const Config& cfg, Grid& grid, Log& log);
+  /// Collective over the grid. Throws gridtrain::Error when checkpoint.dir exists and is no
+  /// directory or cannot be written (found by writing a probe file), or when checkpoint.async is
+  /// requested but MPI does not provide MPI_THREAD_MULTIPLE. Removes step-*.h5.tmp files there
+  /// (writes a crash interrupted).
+  Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus);
   ~Checkpointer();
 
   bool enabled() const { return cfg_.checkpoint.dir != "none"; }
@@ -57,12 +73,15 @@ class Checkpointer {
   /// Blocks until an outstanding asynchronous write has finished and is `latest` (end of run).
   void wait();
 
-  /// checkpoint.resume resolved: none → nullopt; auto → `latest` if present; else the path.
-  /// Logs which. Collective (rank 0 looks, everyone learns).
+  /// checkpoint.resume resolved by choose_resume() (checkpoint_dir.hpp): none → nullopt; auto or
+  /// a directory → the newest checkpoint that passes its checksums, `latest` first; a `latest`
+  /// pointer → the file it names; else the path. Logs which and why. Collective.
   std::optional<std::string> resume_path();
-  /// Loads path into model and opt (fp32 master weights, optimizer state, RNG). Collective.
-  /// Throws gridtrain::Error naming the file and the problem: unreadable/truncated/corrupt file,
-  /// wrong format or version, a tensor whose shape differs, a different optimizer type.
+  /// Loads path into model and opt (fp32 master weights, optimizer state, RNG); this run then
+  /// continues the checkpoint's run (run_id) from its step. Collective. Throws gridtrain::Error
+  /// naming the file and the problem: unreadable/truncated/corrupt file, wrong format or version,
+  /// a tensor whose shape differs, a different optimizer type or seed, a different corpus (unless
+  /// data.allow_change). A read that fails on some ranks only aborts the job (see above).
   ResumePoint load(const std::string& path, LanguageModel& model, Optimizer& opt);
 
   int saves() const { return saves_; }
@@ -81,13 +100,25 @@ class Checkpointer {
   bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
   Slab slab_of(const Entry& e) const;
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
+  /// Runs one collective phase of a write and agrees on its success over agree_comm_; on a
+  /// failure anywhere the job is aborted (see above). Returns only when every rank succeeded.
+  void write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn);
+  /// The same for a load: a failure on every rank throws gridtrain::Error, on some ranks aborts.
+  void read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn);
+  /// Deletes this run's checkpoints older than `step` beyond checkpoint.keep_last (rank 0).
+  void prune(long long step);
   void join_writer();
   std::string file_name(long long step) const;
 
   Config cfg_;
   Grid& grid_;
   Log& log_;
-  MPI_Comm io_comm_ = MPI_COMM_NULL;  // dup of the grid communicator, used by the writer
+  CorpusId corpus_;
+  std::string run_id_;       // this run's id: new at a fresh start, the checkpoint's after a load
+  long long start_step_ = 0;  // the step this run started from (that of the loaded checkpoint)
+  std::set<long long> written_;  // steps this process committed (touched by the writer only)
+  MPI_Comm io_comm_ = MPI_COMM_NULL;     // dup of the grid communicator: the HDF5 file's
+  MPI_Comm agree_comm_ = MPI_COMM_NULL;  // another: the phases' agreements, never mixed with HDF5's
   std::thread writer_;
   std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
   std::vector<Entry> entries_;         // the datasets of model and optimizer (first save or load)

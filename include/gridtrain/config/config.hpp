@@ -29,6 +29,7 @@ struct Config {
   } model;
   struct Data {
     std::string path = "data/kjv.h5";
+    bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
   } data;
   struct Optim {
     std::string type = "adamw";
@@ -88,6 +89,7 @@ struct Config {
   } checkpoint;
   struct Output {
     std::string dir = "out";
+    bool overwrite = false;    ///< a fresh run may replace another run's metrics and checkpoints
     int thermo = 10;           ///< steps between thermo lines
     double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = measure with an sgemm probe
   } output;

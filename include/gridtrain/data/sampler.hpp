@@ -43,7 +43,8 @@ class Sampler {
 void copy_window(std::span<const std::int32_t> tokens, std::uint64_t start, int block_size, std::int64_t* out);
 
 /// Validation subset: count windows of T + 1 tokens evenly spaced over the validation split;
-/// returns their start offsets (same on every rank and layout).
+/// returns their start offsets (same on every rank and layout). When count is at least the
+/// (val_tokens − 1) / T disjoint windows there are, returns those, each once (fewer than count).
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count);
 
 /// Contiguous share of n items for rank r of p ranks: [begin, end). The first n mod p ranks get

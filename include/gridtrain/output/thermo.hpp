@@ -27,9 +27,12 @@ struct ThermoRow {
 
 class Thermo {
  public:
-  /// metrics_path: metrics.jsonl (opened only when log is active, i.e. on rank 0), appended to
-  /// when append (a resumed run). Throws std::runtime_error naming the file if it cannot be opened.
-  Thermo(Log& log, const std::string& metrics_path, bool append);
+  /// metrics_path: metrics.jsonl (opened only when log is active, i.e. on rank 0). A run that
+  /// starts after `start_step` steps (a resume) keeps the file's lines of steps <= start_step and
+  /// drops the later ones, written after the checkpoint it resumes from (saying so), so that a
+  /// reader finds one line per step; a fresh run (0) starts the file empty. Throws
+  /// std::runtime_error naming the file if it cannot be read or written.
+  Thermo(Log& log, const std::string& metrics_path, long long start_step);
   void write(const ThermoRow& row);
 
  private:

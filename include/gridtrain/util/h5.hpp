@@ -34,11 +34,16 @@ class H5Id {
 /// Turns off HDF5's automatic error-stack printing; gridtrain reports errors itself.
 void h5_silence_errors();
 
+/// The innermost entry of this thread's HDF5 error stack ("function: description"), or "".
+std::string h5_error_detail();
+
 /// A dataset-transfer property list for collective MPI-IO.
 H5Id h5_collective_xfer();
 
 /// Attribute helpers on an object (file root, group or dataset). Throw std::runtime_error
-/// naming the attribute when it is missing or has the wrong type.
+/// naming the attribute when it is missing or has the wrong type. Strings are read whether fixed-
+/// or variable-length (h5py's default); integers at any width, as long long (an unsigned value
+/// beyond its range reads as LLONG_MAX: range-check what you narrow).
 void h5_write_attr(hid_t obj, const std::string& name, const std::string& value);
 void h5_write_attr(hid_t obj, const std::string& name, long long value);
 std::string h5_read_attr_string(hid_t obj, const std::string& name);

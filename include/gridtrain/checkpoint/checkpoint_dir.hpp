@@ -1,0 +1,56 @@
+// The checkpoint directory: file names, the `latest` pointer, choosing what to resume from, and
+// deleting old checkpoints without touching another run's.
+//
+//   DIR/step-00000010.h5       one checkpoint (checkpoint_file.hpp), root attribute run_id
+//   DIR/step-00000010.h5.tmp   a write in progress, or one that a crash interrupted
+//   DIR/latest                 text: the file name of the newest committed checkpoint
+//   DIR/latest.tmp             `latest` being replaced
+//
+// A checkpoint is committed when it has been renamed from .tmp; `latest` is a convenience that
+// can be lost (a full disk while it is replaced, a user's rm): resolution never trusts it alone.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+namespace gridtrain {
+
+/// "step-00000010.h5" for step 10.
+std::string checkpoint_name(long long step);
+/// The step of a checkpoint file name step-<digits>.h5, or -1 for any other name (a .tmp, latest).
+long long checkpoint_step(const std::filesystem::path& p);
+/// Committed checkpoint files in dir, newest (highest step) first; none when dir does not exist.
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
+
+/// Why path cannot be resumed from, or nullopt when it can: it exists, is HDF5, is a gridtrain
+/// checkpoint of this format version, and every dataset passes its xsum64 checksum. The datasets
+/// are verified round-robin over the ranks of comm (each rank reads its whole datasets), so the
+/// check costs one read of the file spread over the job. Collective over comm.
+std::optional<std::string> checkpoint_problem(const std::string& path, MPI_Comm comm);
+
+/// What to resume from, and why (for the log).
+struct ResumeChoice {
+  std::string path;
+  std::string reason;
+};
+
+/// checkpoint.resume resolved against checkpoint.dir. Collective over comm.
+///  - "none": nullopt.
+///  - "auto" or a directory D: D's `latest` if it names a checkpoint that passes
+///    checkpoint_problem(); otherwise (latest missing, empty, unreadable, naming a missing,
+///    truncated or corrupt file) the newest step file that passes, with the reason for the
+///    fallback. nullopt when D holds no checkpoint file at all.
+///  - a `latest` pointer file: the checkpoint it names, in its directory.
+///  - any other path: that file (load() verifies it).
+/// Throws gridtrain::Error when D holds checkpoint files but none passes (each named with its
+/// problem), or a pointer names nothing: starting fresh there would lose the run.
+std::optional<ResumeChoice> choose_resume(const std::string& resume, const std::string& dir, MPI_Comm comm);
+
+/// The run a checkpoint belongs to (its root attribute run_id), or "" when it has none or
+/// cannot be read. Local (serial HDF5 open).
+std::string checkpoint_run(const std::filesystem::path& path);
+
+}  // namespace gridtrain
