@@ -31,6 +31,17 @@ std::string slurm_job() {
   return id ? id : "";
 }
 
+// Whether pid is a live process: it exists and is no zombie (a killed rank whose parent has not
+// reaped it, common in containers whose init does not reap).
+bool running(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  const auto close = line.rfind(')');       // "pid (comm) S ...": the state follows the name
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
+}
+
 // key=value lines of a lock file.
 std::map<std::string, std::string> read_lock(const fs::path& path) {
   std::map<std::string, std::string> fields;
@@ -46,8 +57,7 @@ std::string stale_because(const std::map<std::string, std::string>& lock) {
   if (!slurm_job().empty() && get("slurm_job") == slurm_job()) return "left by this Slurm job before a requeue";
   if (get("host") == host_name()) {
     const long pid = std::strtol(get("pid").c_str(), nullptr, 10);
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      return "process " + get("pid") + " is no longer running";
+    if (pid > 0 && !running(static_cast<pid_t>(pid))) return "process " + get("pid") + " is no longer running";
   }
   return "";
 }

@@ -40,11 +40,14 @@ std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
   return {std::move(file_space), std::move(mem)};
 }
 
-// A failed write, with the OS error. MPI-IO often leaves errno unset on the rank that sees the
-// failure (the system call may have run on an aggregator, or errno was reset since): then a
-// small probe write next to the file asks the OS what is wrong (a full disk, a read-only one).
+// A failed write, with the OS error. Through HDF5 and MPI-IO errno is unreliable on the rank
+// that sees the failure (unset when the system call ran on an aggregator, or overwritten since),
+// so a small probe write next to the file asks the OS what is wrong (a full disk, a read-only
+// one); errno is the answer only when the probe succeeds.
 std::runtime_error write_error(const std::string& what, const std::string& path) {
-  if (errno == 0) errno = probe_write(std::filesystem::path(path).parent_path());
+  const int code = errno;
+  const int probed = probe_write(std::filesystem::path(path).parent_path());
+  errno = probed != 0 ? probed : code;
   return io_error(what);
 }
 

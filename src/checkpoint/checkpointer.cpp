@@ -52,6 +52,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+std::string seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", s);
+  return text;
+}
+
 // This rank's hyperslab of a tensor sharded by spec over tp rank r of n (docs/checkpoint-format.md).
 Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r, int n) {
   Slab s = Slab::all(shape);
@@ -273,6 +279,13 @@ void Checkpointer::wait() {
 
 void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + snap.tmp_path + "' (" + what + "): ";
+  watchdog_.arm(cfg_.comm.timeout_s, [&] {
+    ::unlink(snap.tmp_path.c_str());
+    const int code = probe_write(fs::path(snap.tmp_path).parent_path());
+    return where + "not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) + ": stuck in a collective HDF5 call after a failure" +
+           (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) +
+           "; the .tmp was removed and 'latest' is unchanged";
+  });
   std::optional<Failure> failure;
   try {
     failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, "checkpoint phase '" + what + "'");
@@ -280,6 +293,7 @@ void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, co
     ::unlink(snap.tmp_path.c_str());
     abort_job(where + e.what());
   }
+  watchdog_.disarm();
   if (!failure) return;
   int rank = 0;
   MPI_Comm_rank(agree_comm_, &rank);
@@ -379,12 +393,17 @@ std::optional<std::string> Checkpointer::resume_path() {
 
 void Checkpointer::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + path + "': ";
+  watchdog_.arm(cfg_.comm.timeout_s, [&] {
+    return where + what + ": not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) +
+           " (stuck in a collective HDF5 call)";
+  });
   std::optional<Failure> failure;
   try {
     failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, "reading checkpoint: " + what);
   } catch (const std::exception& e) {
     abort_job(where + e.what());
   }
+  watchdog_.disarm();
   if (!failure) return;
   const std::string& m = failure->message;
   if (failure->failed_ranks == grid_.shape().size())  // every rank saw it: a problem with the file

@@ -96,3 +96,13 @@ TEST_CASE("share splits n items contiguously and evenly", "[data]") {
   CHECK(v.front() == 0);
   CHECK(v.back() == 990);
 }
+
+TEST_CASE("validation_starts asks for no more windows than the split has", "[data]") {
+  // 100 tokens, T = 9: (100 - 1) / 9 = 11 disjoint windows of 10 tokens at stride 9.
+  const auto all = validation_starts(100, 9, 1000);
+  REQUIRE(all.size() == 11);
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(all[i] == 9 * i);
+  CHECK(all.back() + 10 <= 100);
+  CHECK(validation_starts(100, 9, 11) == all);
+  CHECK(validation_starts(100, 9, 4).size() == 4);
+}

@@ -9,7 +9,8 @@
 // previous one.
 //
 // Every collective phase of a write (create, each dataset, attributes, flush, close, commit) ends
-// with all ranks agreeing on success under comm.timeout_s before the next one starts. A failure
+// with all ranks agreeing on success under comm.timeout_s before the next one starts; a watchdog
+// aborts a phase stuck inside HDF5's own collectives past that deadline. A failure
 // anywhere (a full disk, EIO, EACCES) aborts the job with the first failing rank's message naming
 // the file, the phase or dataset and the OS error, after removing the .tmp: its peers may be
 // inside the collective HDF5 call that failed and could not leave it otherwise. Loading is phased
@@ -29,6 +30,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/util/log.hpp"
+#include "gridtrain/util/watchdog.hpp"
 
 namespace gridtrain {
 
@@ -119,6 +121,7 @@ class Checkpointer {
   std::set<long long> written_;  // steps this process committed (touched by the writer only)
   MPI_Comm io_comm_ = MPI_COMM_NULL;     // dup of the grid communicator: the HDF5 file's
   MPI_Comm agree_comm_ = MPI_COMM_NULL;  // another: the phases' agreements, never mixed with HDF5's
+  Watchdog watchdog_;                    // each phase's deadline (comm.timeout_s)
   std::thread writer_;
   std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
   std::vector<Entry> entries_;         // the datasets of model and optimizer (first save or load)
