@@ -282,7 +282,8 @@ void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, co
   watchdog_.arm(cfg_.comm.timeout_s, [&] {
     ::unlink(snap.tmp_path.c_str());
     const int code = probe_write(fs::path(snap.tmp_path).parent_path());
-    return where + "not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) + ": stuck in a collective HDF5 call after a failure" +
+    return where + "not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) +
+           ": stuck in a collective HDF5 call after a failure" +
            (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) +
            "; the .tmp was removed and 'latest' is unchanged";
   });
@@ -333,6 +334,7 @@ void Checkpointer::write(const Snapshot& snap) {
   });
   for (const auto& t : snap.tensors)
     write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.slab, t.bytes.data()); });
+  write_phase(snap, "sealing the checksums", [&] { file->seal(); });
   write_phase(snap, "writing /optim, /data and /train", [&] {
     // groups are closed before the file: the MPI-IO driver refuses to close a file with open objects
     H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "open /optim");

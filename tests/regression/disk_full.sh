@@ -20,7 +20,7 @@ run=("$mpiexec" -n "$np" --oversubscribe "$gridtrain" -i "$deck" --data.path="$d
 size=$(stat -c %s "$work/measure/step-00000002.h5")
 case $mode in
   latest) opts=size=64m,nr_inodes=6 expect="\(committing\): cannot create .*latest.tmp: No space left on device" ;;
-  *) opts=size=$((size * 3 / 2)) expect="\((writing datasets|creating the file|writing .*|flushing|closing)\): .*No space left on device" ;;
+  *) opts=size=$((size * 3 / 2)) expect="\((creating the file|writing .*|sealing the checksums|flushing|closing)\): .*No space left on device" ;;
 esac
 mount -t tmpfs -o "$opts" tmpfs "$work/small" && mkdir "$work/small/ckpt" || fail "cannot mount a tmpfs (needs root)"
 start=$(date +%s)
