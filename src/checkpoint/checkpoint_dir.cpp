@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
@@ -14,15 +14,6 @@ namespace fs = std::filesystem;
 
 namespace gridtrain {
 namespace {
-
-// Rank 0's text, on every rank of comm.
-std::string from_rank0(std::string text, MPI_Comm comm) {
-  int n = static_cast<int>(text.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
-  text.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(text.data(), n, MPI_CHAR, 0, comm);
-  return text;
-}
 
 // The checkpoint file name a `latest` pointer holds, or why it holds none.
 struct Pointer {
@@ -57,7 +48,7 @@ std::optional<ResumeChoice> newest_valid(const fs::path& dir, MPI_Comm comm) {
     for (const auto& p : list_checkpoints(dir))
       if (p.filename() != latest.name) listing += p.string() + "\n";
   }
-  listing = from_rank0(listing, comm);
+  listing = broadcast_text(listing, comm);
   std::vector<std::string> lines;
   for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
     lines.push_back(listing.substr(at, end - at));
@@ -135,7 +126,7 @@ std::optional<ResumeChoice> choose_resume(const std::string& resume, const std::
     const Pointer p = read_pointer(target);
     name = p.name.empty() ? "!" + p.problem : p.name;
   }
-  name = from_rank0(name, comm);
+  name = broadcast_text(name, comm);
   if (name.starts_with("!"))
     throw Error("checkpoint.resume = " + resume + ": " + name.substr(1) + "; valid: a checkpoint file, a directory "
                 "of checkpoints, or its 'latest' pointer");

@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -82,17 +81,12 @@ torch::Tensor slab_rows(const torch::Tensor& local, const Slab& slab) {
   return local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) / row);
 }
 
-// A new run's id: host, process and start time, unique enough to tell two runs' files apart.
+// A new run's id, the same on every rank: 64 random bits, enough to tell two runs' files apart.
 std::string new_run_id(MPI_Comm comm) {
-  char host[64] = "";
-  gethostname(host, sizeof host - 1);
-  std::string id = std::string(host) + "-" + std::to_string(getpid()) + "-" +
-                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
-  int n = static_cast<int>(id.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
-  id.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(id.data(), n, MPI_CHAR, 0, comm);
-  return id;
+  std::random_device random;
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", random(), random());
+  return broadcast_text(id, comm);
 }
 
 }  // namespace

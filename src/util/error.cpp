@@ -66,8 +66,16 @@ std::optional<Failure> agree_on(MPI_Comm comm, const std::function<void()>& fn, 
   return f;
 }
 
-void agree(MPI_Comm comm, const std::function<void()>& fn, double timeout_s, const std::string& phase) {
-  if (auto f = agree_on(comm, fn, timeout_s, phase)) throw Error(f->message);
+void agree(MPI_Comm comm, const std::function<void()>& fn) {
+  if (auto f = agree_on(comm, fn)) throw Error(f->message);
+}
+
+std::string broadcast_text(std::string text, MPI_Comm comm) {
+  int n = static_cast<int>(text.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  text.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(text.data(), n, MPI_CHAR, 0, comm);
+  return text;
 }
 
 void abort_job(const std::string& message) {

@@ -46,8 +46,12 @@ struct Failure {
 std::optional<Failure> agree_on(MPI_Comm comm, const std::function<void()>& fn, double timeout_s = 0,
                                 const std::string& phase = "");
 
-/// agree_on(), then every rank throws gridtrain::Error(message of the lowest failing rank).
-void agree(MPI_Comm comm, const std::function<void()>& fn, double timeout_s = 0, const std::string& phase = "");
+/// agree_on() without a time limit, then every rank throws gridtrain::Error(message of the
+/// lowest failing rank).
+void agree(MPI_Comm comm, const std::function<void()>& fn);
+
+/// Rank 0's text on every rank of comm (what rank 0 decided). Collective over comm.
+std::string broadcast_text(std::string text, MPI_Comm comm);
 
 /// A fault on this rank: prints "ERROR on rank N: message" to stderr and aborts the whole job
 /// (MPI_Abort on MPI_COMM_WORLD with kExitError). Safe from any thread under MPI_THREAD_MULTIPLE.
