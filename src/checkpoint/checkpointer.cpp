@@ -271,38 +271,49 @@ void Checkpointer::wait() {
   drain_s_ += since(t0);
 }
 
-void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
-  const std::string where = "checkpoint '" + snap.tmp_path + "' (" + what + "): ";
+std::optional<Failure> Checkpointer::phase(const std::string& where, const std::function<void()>& fn,
+                                           const std::function<std::string(bool stuck)>& abandon) {
   watchdog_.arm(cfg_.comm.timeout_s, [&] {
-    ::unlink(snap.tmp_path.c_str());
-    const int code = probe_write(fs::path(snap.tmp_path).parent_path());
     return where + "not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) +
-           ": stuck in a collective HDF5 call after a failure" +
-           (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) +
-           "; the .tmp was removed and 'latest' is unchanged";
+           ": stuck in a collective HDF5 call after a failure" + abandon(true);
   });
   std::optional<Failure> failure;
   try {
-    failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, "checkpoint phase '" + what + "'");
-  } catch (const std::exception& e) {  // the peers did not agree within comm.timeout_s
-    ::unlink(snap.tmp_path.c_str());
-    abort_job(where + e.what());
+    failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, where);
+  } catch (const std::exception& e) {  // the peers did not reach the agreement within comm.timeout_s
+    abort_job(where + e.what() + abandon(true));
   }
   watchdog_.disarm();
-  if (!failure) return;
+  return failure;
+}
+
+void Checkpointer::abort_from(const Failure& failure, const std::function<std::string()>& message) {
   int rank = 0;
   MPI_Comm_rank(agree_comm_, &rank);
-  if (rank == failure->rank) {
-    ::unlink(snap.tmp_path.c_str());
-    abort_job(where + failure->message +
-              (failure->failed_ranks > 1 ? " (failed on " + std::to_string(failure->failed_ranks) + " ranks)" : "") +
-              "; the checkpoint of step " + std::to_string(snap.step) + " was abandoned, " +
-              (fs::exists(snap.final_path) ? snap.final_path + " is complete but " : snap.tmp_path + " removed; ") +
-              "'latest' is unchanged");
-  }
+  if (rank == failure.rank) abort_job(message());
   // The reporting rank aborts the job; this one waits for that, so that its message is the one seen.
   std::this_thread::sleep_for(std::chrono::seconds(10));
-  abort_job("checkpoint '" + snap.tmp_path + "' failed on rank " + std::to_string(failure->rank));
+  abort_job("a checkpoint phase failed on rank " + std::to_string(failure.rank) + " (see its message)");
+}
+
+void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
+  const std::string where = "checkpoint '" + snap.tmp_path + "' (" + what + "): ";
+  // Removes the .tmp and says so; a rank that got stuck, not knowing why, asks the OS (a probe write).
+  auto abandon = [&](bool stuck) {
+    const bool committed = fs::exists(snap.final_path);
+    ::unlink(snap.tmp_path.c_str());
+    const int code = stuck ? probe_write(fs::path(snap.tmp_path).parent_path()) : 0;
+    return (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) +
+           "; the checkpoint of step " + std::to_string(snap.step) + " was abandoned, " +
+           (committed ? snap.final_path + " is complete but " : snap.tmp_path + " removed; ") + "'latest' is unchanged";
+  };
+  const auto failure = phase(where, fn, abandon);
+  if (!failure) return;
+  abort_from(*failure, [&] {
+    return where + failure->message +
+           (failure->failed_ranks > 1 ? " (failed on " + std::to_string(failure->failed_ranks) + " ranks)" : "") +
+           abandon(false);
+  });
 }
 
 void Checkpointer::write(const Snapshot& snap) {
@@ -389,27 +400,13 @@ std::optional<std::string> Checkpointer::resume_path() {
 
 void Checkpointer::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + path + "': ";
-  watchdog_.arm(cfg_.comm.timeout_s, [&] {
-    return where + what + ": not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) +
-           " (stuck in a collective HDF5 call)";
-  });
-  std::optional<Failure> failure;
-  try {
-    failure = agree_on(agree_comm_, fn, cfg_.comm.timeout_s, "reading checkpoint: " + what);
-  } catch (const std::exception& e) {
-    abort_job(where + e.what());
-  }
-  watchdog_.disarm();
+  const auto failure = phase(where + what + ": ", fn, [](bool) { return std::string(); });
   if (!failure) return;
   const std::string& m = failure->message;
   if (failure->failed_ranks == grid_.shape().size())  // every rank saw it: a problem with the file
     throw Error(m.starts_with(where) ? m : where + m);
   // Some ranks hold an open file whose close is collective: this is a fault, not a clean stop.
-  int rank = 0;
-  MPI_Comm_rank(agree_comm_, &rank);
-  if (rank == failure->rank) abort_job(where + what + ": " + m);
-  std::this_thread::sleep_for(std::chrono::seconds(10));
-  abort_job(where + what + " failed on rank " + std::to_string(failure->rank));
+  abort_from(*failure, [&] { return where + what + ": " + m; });
 }
 
 ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {

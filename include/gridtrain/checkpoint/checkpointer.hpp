@@ -29,6 +29,7 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/language_model.hpp"
+#include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/watchdog.hpp"
 
@@ -102,6 +103,13 @@ class Checkpointer {
   bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
   Slab slab_of(const Entry& e) const;
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
+  /// Runs fn and agrees on its success over agree_comm_ under comm.timeout_s, watched by the
+  /// watchdog; a rank that does not get past it in time aborts the job with `where` and what
+  /// abandon(stuck = true) (cleanup, returning text to add) says. Returns the agreed failure.
+  std::optional<Failure> phase(const std::string& where, const std::function<void()>& fn,
+                               const std::function<std::string(bool stuck)>& abandon);
+  /// The lowest failing rank aborts the job with message(); the others wait for it, then abort.
+  [[noreturn]] void abort_from(const Failure& failure, const std::function<std::string()>& message);
   /// Runs one collective phase of a write and agrees on its success over agree_comm_; on a
   /// failure anywhere the job is aborted (see above). Returns only when every rank succeeded.
   void write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn);
