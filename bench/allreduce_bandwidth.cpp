@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
                                        MPI_COMM_WORLD); }),
            ring);
     report(time_it([&] { axis.allreduce_sum(data.data(), n, "bench").wait(); }), ring);
-    for (const char* name : {"fp16", "bf16", "onebit"}) {
-      auto c = make_compressor(name);
+    for (auto kind : {CompressorKind::Fp16, CompressorKind::Bf16, CompressorKind::OneBit}) {
+      auto c = make_compressor(kind, Memory::Host);
       FeedbackState state;
       std::size_t wire = 0;
       const double t = time_it([&] { wire = compressed_allreduce_mean(axis, *c, tensor, state, "bench"); });

@@ -22,8 +22,9 @@
 #include <mpi.h>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
-#include "gridtrain/util/process_setup.hpp"
 #include "gridtrain/data/sampler.hpp"
+#include "gridtrain/util/hash.hpp"
+#include "gridtrain/util/process_setup.hpp"
 
 using namespace gridtrain;
 using Clock = std::chrono::steady_clock;

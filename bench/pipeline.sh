@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Pipeline bubble and per-axis traffic on the KJV deck's model (needs build/ and data/kjv.h5).
 #  1. Bubble: pp = 2 (2 ranks, one core each) and pp = 4 (4 ranks on 2 cores: oversubscribed),
-#     micro-batches m = 1, 2, 4, 8 of 4 sequences; the Bubble timer's share of the pipeline
-#     phase (Data + Compute + Bubble) against 1F1B's (p − 1)/(m + p − 1).
+#     micro-batches m = 1, 2, 4, 8 of 4 sequences; the PP comm timer's share of the pipeline
+#     phase (Data + Compute + PP comm) against 1F1B's (p − 1)/(m + p − 1).
 #  2. Bytes per training step and rank on tp and pp (the summary's line) against the analytic
 #     volumes: tp, per micro-batch, 4 all-reduces of B·T·C per layer (2 forward, 2 backward),
 #     1 for the embedding and 1 for the head's input gradient, 3 of B·T for the vocab-parallel
@@ -36,7 +36,7 @@ print("pp  m  measured bubble  1F1B (p-1)/(m+p-1)")
 for p in (2, 4):
     for m in (1, 2, 4, 8):
         t = open(f"{out}/pp{p}-m{m}.txt").read()
-        b, c, d = section(t, "Bubble"), section(t, "Compute"), section(t, "Data")
+        b, c, d = section(t, "PP comm"), section(t, "Compute"), section(t, "Data")
         print(f"{p:2d} {m:2d} {b / (b + c + d):16.3f} {(p - 1) / (m + p - 1):19.3f}")
 B, T, C, L, V, M = 4, 128, 128, 4, 256, 2  # in.kjv-gpt: block 128, n_embd 128, 4 layers; byte vocab
 def measured(name, axis):

@@ -1,4 +1,3 @@
-#include <chrono>
 #include <cstdio>
 
 #include <torch/torch.h>
@@ -9,6 +8,7 @@
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/signals.hpp"
 #include "gridtrain/util/threads.hpp"
+#include "gridtrain/util/timer.hpp"
 #include "gridtrain/version.hpp"
 
 namespace gridtrain {
@@ -19,9 +19,9 @@ double measure_sgemm_gflops(int n, int reps) {
   auto c = torch::mm(a, b);  // warm-up: thread pool and BLAS buffers
   double best = 0.0;
   for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch clock;
     c = torch::mm(a, b);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = clock.seconds();
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }
   return best;
@@ -34,7 +34,7 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   MPI_Comm_size(world, &size);
   const RunDirectories directories(cfg, world, log);
   // A run that may resume continues the earlier run's log rather than wiping it.
-  log.open_file(cfg.output.dir + "/log.gridtrain", cfg.checkpoint.resume != "none");
+  log.open_file(cfg.output.dir + "/log.gridtrain", cfg.checkpoint.resume.mode != Resume::Mode::None);
   log.print(std::string("gridtrain ") + kVersion + " on " + std::to_string(size) + " MPI ranks, deck " +
             cfg.deck_name + "\n");
 

@@ -7,6 +7,7 @@
 
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/checkpoint/inspect.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/default_deck.hpp"
 #include "gridtrain/util/error.hpp"

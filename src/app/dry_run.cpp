@@ -5,8 +5,10 @@
 #include <torch/torch.h>
 
 #include "gridtrain/app/app.hpp"
-#include "gridtrain/app/trainer.hpp"
+#include "gridtrain/app/launch_plan.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/model/language_model.hpp"
 #include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {
@@ -25,10 +27,13 @@ int vocab_of(const Config& cfg) {
 }
 
 // Optimizer state bytes per parameter, fp32.
-double optimizer_bytes_per_param(const std::string& type) {
-  if (type == "sgd") return 4.0;          // momentum
-  if (type == "onebit_adam") return 16.0;  // exp_avg, exp_avg_sq, worker and server residuals
-  return 8.0;                             // AdamW: exp_avg, exp_avg_sq
+double optimizer_bytes_per_param(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::Sgd: return 4.0;          // momentum
+    case OptimizerType::OnebitAdam: return 16.0;  // exp_avg, exp_avg_sq, worker and server residuals
+    case OptimizerType::AdamW: break;
+  }
+  return 8.0;  // exp_avg, exp_avg_sq
 }
 
 // This rank's estimate, MiB: parameters, gradients, optimizer state, autocast copies,
@@ -40,14 +45,18 @@ constexpr int kColumns = 8;
 int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   int vocab = 0;
   agree(world, [&] { vocab = vocab_of(cfg); });
-  const GridShape g = trainable_shape(cfg, world);
-  Grid grid(world, g);
-  const ModelLayout layout = model_layout(cfg, grid);
+  int world_size = 1;
+  MPI_Comm_size(world, &world_size);
+  const LaunchPlan plan = plan_launch(cfg, world_size);
+  const GridShape g = plan.shape;
+  Grid grid(world, g, cfg.comm.timeout_s);
+  const ModelLayout layout = model_layout(plan, grid);
   const auto model = plan_model(cfg, vocab, layout);  // this rank's part, counted without building it
-  const int M = accumulation_steps(cfg, g.dp);
-  const int elem = cfg.precision.type == "fp32" ? 4 : 2;
+  const int M = plan.accumulation;
+  const int elem = cfg.precision.type == Precision::Fp32 ? 4 : 2;
+  const bool gpipe = cfg.train.schedule == PipelineSchedule::GPipe;
   // 1F1B keeps at most stages − stage micro-batches' activations (GPipe all of them).
-  const int in_flight = cfg.train.schedule == "gpipe" ? M : std::min(layout.stages - layout.stage, M);
+  const int in_flight = gpipe ? M : std::min(layout.stages - layout.stage, M);
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
   double row[kColumns] = {n,
@@ -56,16 +65,16 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                           optim / mib,
                           elem == 2 ? 2 * n / mib : 0.0,  // autocast's low-precision copies of the weights
                           in_flight * model->activation_bytes(cfg.train.micro_batch, elem) / mib,
-                          cfg.checkpoint.dir == "none" ? 0.0 : (4 * n + optim) / mib,
+                          cfg.checkpoint.enabled() ? (4 * n + optim) / mib : 0.0,
                           0.0};
   for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
   // Rank 0 prints one line per stage (its dp = 0, tp = 0 rank) and the maximum over all ranks.
-  std::vector<double> all(static_cast<std::size_t>(kColumns * g.size()));
-  MPI_Gather(row, kColumns, MPI_DOUBLE, all.data(), kColumns, MPI_DOUBLE, 0, grid.comm());
-  std::vector<int> stage_of(static_cast<std::size_t>(g.size())), lead(static_cast<std::size_t>(g.size()));
-  const int me_lead = grid.dp().rank() == 0 && grid.tp().rank() == 0;
-  MPI_Gather(&layout.stage, 1, MPI_INT, stage_of.data(), 1, MPI_INT, 0, grid.comm());
-  MPI_Gather(&me_lead, 1, MPI_INT, lead.data(), 1, MPI_INT, 0, grid.comm());
+  constexpr int kFields = kColumns + 2;  // the columns, the stage, whether the rank leads it
+  const double mine[kFields] = {row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+                                static_cast<double>(layout.stage),
+                                grid.dp().rank() == 0 && grid.tp().rank() == 0 ? 1.0 : 0.0};
+  std::vector<double> all(static_cast<std::size_t>(kFields * g.size()));
+  grid.all().all_gather(mine, all.data(), sizeof mine, "dry-run estimates").wait();
 
   char line[512];
   std::snprintf(line, sizeof line,
@@ -74,18 +83,18 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, %d micro-batch(es) in flight "
                 "on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
-                cfg.model.type.c_str(), g.dp, g.tp, g.pp, cfg.train.micro_batch, M, cfg.train.schedule.c_str(),
-                cfg.precision.type.c_str(), cfg.optim.type.c_str(), cfg.train.schedule == "gpipe" ? M : std::min(g.pp, M),
+                name_of(cfg.model.type), g.dp, g.tp, g.pp, cfg.train.micro_batch, M, name_of(cfg.train.schedule),
+                name_of(cfg.precision.type), name_of(cfg.optim.type), gpipe ? M : std::min(g.pp, M),
                 "stage", "parameters",
                 "params", "grads", "optim", "casts", "activations", "snapshot", "total");
   std::string text = line;
   double worst = 0;
   for (int r = 0; r < g.size(); ++r) {
-    const double* v = &all[static_cast<std::size_t>(kColumns * r)];
+    const double* v = &all[static_cast<std::size_t>(kFields * r)];
     worst = std::max(worst, v[kColumns - 1]);
-    if (!lead[static_cast<std::size_t>(r)]) continue;
-    std::snprintf(line, sizeof line, "%6d %12.0f %9.1f %9.1f %9.1f %9.1f %11.1f %9.1f %9.1f\n",
-                  stage_of[static_cast<std::size_t>(r)], v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    if (v[kColumns + 1] == 0) continue;
+    std::snprintf(line, sizeof line, "%6.0f %12.0f %9.1f %9.1f %9.1f %9.1f %11.1f %9.1f %9.1f\n", v[kColumns], v[0],
+                  v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     text += line;
   }
   const double flops = model->flops_per_token() * cfg.train.global_batch * cfg.model.block_size;

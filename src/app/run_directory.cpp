@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "gridtrain/checkpoint/checkpoint_dir.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -109,7 +110,7 @@ RunDirectories::RunDirectories(const Config& cfg, MPI_Comm world, Log& log) {
 }
 
 void RunDirectories::claim(const Config& cfg, Log& log) {
-  const bool checkpoints = cfg.checkpoint.dir != "none";
+  const bool checkpoints = cfg.checkpoint.enabled();
   std::vector<std::pair<std::string, fs::path>> dirs{{"output.dir", cfg.output.dir}};
   if (checkpoints) dirs.emplace_back("checkpoint.dir", cfg.checkpoint.dir);
   for (const auto& [key, dir] : dirs) {
@@ -121,7 +122,7 @@ void RunDirectories::claim(const Config& cfg, Log& log) {
     if (locks_.empty() || !fs::equivalent(dir, fs::path(locks_.front()).parent_path()))
       locks_.push_back(take_lock(dir, key, log));
   }
-  if (cfg.checkpoint.resume != "none") return;  // continuing (auto) or branching from a given file
+  if (cfg.checkpoint.resume.mode != Resume::Mode::None) return;  // continuing (auto) or branching from a given file
   // A fresh run: what another run left here would be overwritten or mixed with this run's files.
   std::vector<fs::path> theirs;
   const fs::path metrics = fs::path(cfg.output.dir) / "metrics.jsonl";

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -114,10 +115,12 @@ std::optional<std::string> checkpoint_problem(const std::string& path, MPI_Comm 
   return std::nullopt;
 }
 
-std::optional<ResumeChoice> choose_resume(const std::string& resume, const std::string& dir, MPI_Comm comm) {
-  if (resume == "none") return std::nullopt;
-  const fs::path target = resume == "auto" ? fs::path(dir) : fs::path(resume);
-  if (resume == "auto" || fs::is_directory(target)) return newest_valid(target, comm);
+std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string& dir, MPI_Comm comm) {
+  if (from.mode == Resume::Mode::None) return std::nullopt;
+  const bool automatic = from.mode == Resume::Mode::Auto;
+  const std::string resume = automatic ? "auto" : from.path;
+  const fs::path target = automatic ? fs::path(dir) : fs::path(from.path);
+  if (automatic || fs::is_directory(target)) return newest_valid(target, comm);
   if (target.filename() != "latest") return ResumeChoice{resume, "checkpoint.resume names it"};
   int rank = 0;
   MPI_Comm_rank(comm, &rank);

@@ -15,11 +15,13 @@
 
 #include "gridtrain/checkpoint/checkpoint_dir.hpp"
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/files.hpp"
+#include "gridtrain/util/timer.hpp"
 #include "gridtrain/version.hpp"
 
 namespace fs = std::filesystem;
@@ -47,9 +49,6 @@ struct Snapshot {
 };
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string seconds(double s) {
   char text[32];
@@ -161,13 +160,8 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(LanguageModel& mod
     for (auto d : e.shape) (mine += ' ') += std::to_string(d);
     mine += "\n";
   }
-  int n = 0, size = 0, length = static_cast<int>(mine.size());
-  MPI_Comm_size(grid_.comm(), &size);
-  std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
-  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, grid_.comm());
-  for (int r = 0; r < size; ++r) offsets[static_cast<std::size_t>(r)] = n, n += lengths[static_cast<std::size_t>(r)];
-  std::string everyone(static_cast<std::size_t>(n), '\0');
-  MPI_Allgatherv(mine.data(), length, MPI_CHAR, everyone.data(), lengths.data(), offsets.data(), MPI_CHAR, grid_.comm());
+  std::string everyone;
+  for (const auto& text : grid_.all().blocking_gather_text(mine, "checkpoint dataset names")) everyone += text;
   std::istringstream lines(everyone);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream fields(line);
@@ -193,7 +187,7 @@ Slab Checkpointer::slab_of(const Entry& e) const {
 
 void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model,
                         Optimizer& opt, const TrainState& train) {
-  const auto t0 = Clock::now();
+  const Stopwatch clock;
   join_writer();  // one write in flight at a time
   // Reuse the previous snapshot's buffers: after the first save, the copy allocates nothing.
   auto snap = pending_ ? pending_ : std::make_shared<Snapshot>();
@@ -258,7 +252,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   } else {
     write(*snap);
   }
-  stall_s_ += since(t0);
+  stall_s_ += clock.seconds();
 }
 
 void Checkpointer::join_writer() {
@@ -266,9 +260,9 @@ void Checkpointer::join_writer() {
 }
 
 void Checkpointer::wait() {
-  const auto t0 = Clock::now();
+  const Stopwatch clock;
   join_writer();
-  drain_s_ += since(t0);
+  drain_s_ += clock.seconds();
 }
 
 std::optional<Failure> Checkpointer::phase(const std::string& where, const std::function<void()>& fn,
@@ -317,7 +311,7 @@ void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, co
 }
 
 void Checkpointer::write(const Snapshot& snap) {
-  const auto t0 = Clock::now();
+  const Stopwatch clock;
   int rank = 0;
   MPI_Comm_rank(io_comm_, &rank);
   std::optional<CheckpointFile> file;
@@ -366,7 +360,7 @@ void Checkpointer::write(const Snapshot& snap) {
   });
   written_.insert(snap.step);
   if (rank == 0) prune(snap.step);
-  write_s_ += since(t0);
+  write_s_ += clock.seconds();
 }
 
 // Only this run's checkpoints are deleted (run_id), and of those newer than the one the run
@@ -390,7 +384,7 @@ void Checkpointer::prune(long long step) {
 std::optional<std::string> Checkpointer::resume_path() {
   const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
   if (!choice) {
-    if (cfg_.checkpoint.resume != "none")
+    if (cfg_.checkpoint.resume.mode != Resume::Mode::None)
       log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + "; starting fresh\n");
     return std::nullopt;
   }
@@ -409,6 +403,89 @@ void Checkpointer::read_phase(const std::string& path, const std::string& what, 
   abort_from(*failure, [&] { return where + what + ": " + m; });
 }
 
+// The corpus the file was written for against this run's: a note when it changed and
+// data.allow_change permits it, an Error when it does not.
+std::string Checkpointer::check_corpus(hid_t data) const {
+  if (!h5_has_attr(data, "train_tokens")) return "";  // checkpoints before the corpus was recorded have none
+  const CorpusId was{h5_read_attr_string(data, "corpus_sha256"),
+                     static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
+                     static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens"))};
+  std::string changed;
+  if (was.train_tokens != corpus_.train_tokens || was.val_tokens != corpus_.val_tokens)
+    changed = std::to_string(was.train_tokens) + " train / " + std::to_string(was.val_tokens) + " val tokens then, " +
+              std::to_string(corpus_.train_tokens) + " / " + std::to_string(corpus_.val_tokens) + " now";
+  if (was.sha256 != corpus_.sha256)
+    changed += (changed.empty() ? "" : "; ") + std::string("source sha256 ") +
+               (was.sha256.empty() ? "unknown" : was.sha256.substr(0, 16)) + " then, " +
+               (corpus_.sha256.empty() ? "unknown" : corpus_.sha256.substr(0, 16)) + " now";
+  if (changed.empty()) return "";
+  if (!cfg_.data.allow_change)
+    throw Error("was written for another corpus than data.path = " + cfg_.data.path + " (" + changed +
+                "): its data position would be applied to different data. Resume with the same data, or set "
+                "data.allow_change = true");
+  return "; data.allow_change = true: the corpus changed (" + changed + ")";
+}
+
+std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
+  const hid_t root = file.root();
+  file.check_header();
+  H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
+  const std::string type = h5_read_attr_string(optim, "type");
+  if (type != opt.type())
+    throw Error("holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
+  H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
+  const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
+  if (seed != cfg_.train.seed)
+    throw Error("was written with train.seed = " + std::to_string(seed) + " but this run has " +
+                std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
+                std::to_string(seed));
+  const std::string note = check_corpus(data);
+  at.step = h5_read_attr_int(root, "step");
+  at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
+  opt.set_steps(h5_read_attr_int(optim, "step"));
+  if (h5_has_attr(root, "run_id")) run_id_ = h5_read_attr_string(root, "run_id");
+  if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
+    H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
+    std::vector<std::string> names;
+    H5Aiterate2(train, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+                  static_cast<std::vector<std::string>*>(out)->push_back(name);
+                  return 0;
+                },
+                &names);
+    for (const auto& name : names) at.train.emplace_back(name, h5_read_attr_doubles(train, name));
+  }
+  return note;
+}
+
+// Per-rank state restores only onto the same number of ranks; a resharded run starts its RNG
+// afresh and its error-feedback residuals at zero (returns true then).
+bool Checkpointer::read_rank_state(CheckpointFile& file, Optimizer& opt) {
+  const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
+  auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
+    const std::vector<hsize_t> shape{world, length};
+    if (!file.exists(name) || file.shape_of(name) != shape) return false;
+    file.read(name, dtype, shape, Slab{{me, 0}, {1, length}}, out);
+    return true;
+  };
+  auto rng = at::detail::getDefaultCPUGenerator().get_state();
+  if (read_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()))) {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+    gen.set_state(rng);
+  }
+  bool reset = false;
+  for (auto& [name, values] : opt.rank_state()) {
+    auto host = torch::empty({values.numel()}, torch::kFloat32);
+    if (read_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()))) {
+      values.copy_(host);
+    } else {
+      values.zero_();
+      reset = true;
+    }
+  }
+  return reset;
+}
+
 ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {
   ResumePoint at;
   bool reset_feedback = false;
@@ -420,53 +497,7 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
     if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("not an HDF5 file (truncated or corrupt?)");
   });
   read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
-  const hid_t root = file->root();
-  read_phase(path, "reading the header", [&] {
-    file->check_header();
-    H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
-    const std::string type = h5_read_attr_string(optim, "type");
-    if (type != opt.type())
-      throw Error("holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
-    H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
-    const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
-    if (seed != cfg_.train.seed)
-      throw Error("was written with train.seed = " + std::to_string(seed) + " but this run has " +
-                  std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
-                  std::to_string(seed));
-    if (h5_has_attr(data, "train_tokens")) {  // checkpoints before the corpus was recorded have none
-      const CorpusId was{h5_read_attr_string(data, "corpus_sha256"),
-                         static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
-                         static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens"))};
-      std::string changed;
-      if (was.train_tokens != corpus_.train_tokens || was.val_tokens != corpus_.val_tokens)
-        changed = std::to_string(was.train_tokens) + " train / " + std::to_string(was.val_tokens) + " val tokens then, " +
-                  std::to_string(corpus_.train_tokens) + " / " + std::to_string(corpus_.val_tokens) + " now";
-      if (was.sha256 != corpus_.sha256)
-        changed += (changed.empty() ? "" : "; ") + std::string("source sha256 ") +
-                   (was.sha256.empty() ? "unknown" : was.sha256.substr(0, 16)) + " then, " +
-                   (corpus_.sha256.empty() ? "unknown" : corpus_.sha256.substr(0, 16)) + " now";
-      if (!changed.empty() && !cfg_.data.allow_change)
-        throw Error("was written for another corpus than data.path = " + cfg_.data.path + " (" + changed +
-                    "): its data position would be applied to different data. Resume with the same data, or set "
-                    "data.allow_change = true");
-      if (!changed.empty()) data_note = "; data.allow_change = true: the corpus changed (" + changed + ")";
-    }
-    at.step = h5_read_attr_int(root, "step");
-    at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
-    opt.set_steps(h5_read_attr_int(optim, "step"));
-    if (h5_has_attr(root, "run_id")) run_id_ = h5_read_attr_string(root, "run_id");
-    if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
-      H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
-      std::vector<std::string> names;
-      H5Aiterate2(train, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-                  [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
-                    static_cast<std::vector<std::string>*>(out)->push_back(name);
-                    return 0;
-                  },
-                  &names);
-      for (const auto& name : names) at.train.emplace_back(name, h5_read_attr_doubles(train, name));
-    }
-  });
+  read_phase(path, "reading the header", [&] { data_note = read_header(*file, opt, at); });
   torch::NoGradGuard no_grad;
   // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global
   // shapes make any layout load any other.
@@ -480,31 +511,7 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
       rows.copy_(host.view(rows.sizes()));
     });
   }
-  // Per-rank state restores only onto the same number of ranks; a resharded run starts
-  // its RNG afresh and its error-feedback residuals at zero.
-  read_phase(path, "per-rank state", [&] {
-    const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
-    auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
-      const std::vector<hsize_t> shape{world, length};
-      if (!file->exists(name) || file->shape_of(name) != shape) return false;
-      file->read(name, dtype, shape, Slab{{me, 0}, {1, length}}, out);
-      return true;
-    };
-    auto rng = at::detail::getDefaultCPUGenerator().get_state();
-    if (read_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()))) {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
-      gen.set_state(rng);
-    }
-    for (auto& [name, values] : opt.rank_state()) {
-      auto host = torch::empty({values.numel()}, torch::kFloat32);
-      if (read_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()))) {
-        values.copy_(host);
-      } else {
-        values.zero_();
-        reset_feedback = true;
-      }
-    }
-  });
+  read_phase(path, "per-rank state", [&] { reset_feedback = read_rank_state(*file, opt); });
   read_phase(path, "closing", [&] { file->close(); });
   start_step_ = at.step;
   log_.print("Resumed from " + path + " at step " + std::to_string(at.step) + " (global sample index " +

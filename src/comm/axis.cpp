@@ -1,10 +1,10 @@
 #include "gridtrain/comm/axis.hpp"
 
 #include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/util/timer.hpp"
 
 #include <sched.h>
 
-#include <chrono>
 #include <climits>
 #include <exception>
 #include <new>
@@ -26,7 +26,7 @@ int checked_count(std::size_t n, const std::string& what) {
 
 Work::Work(Work&& o) noexcept
     : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), pending_(std::move(o.pending_)), what_(std::move(o.what_)),
-      timeout_s_(o.timeout_s_) {}
+      timeout_s_(o.timeout_s_), waited_s_(o.waited_s_) {}
 
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
@@ -50,17 +50,22 @@ Work::~Work() {
 
 void Work::wait() {
   if (!pending()) return;
+  const Stopwatch waited;
+  wait_pending();
+  if (waited_s_) *waited_s_ += waited.seconds();
+}
+
+void Work::wait_pending() {
   if (timeout_s_ <= 0 && req_ != MPI_REQUEST_NULL) {
     MPI_Wait(&req_, MPI_STATUS_IGNORE);
     return;
   }
   // Poll, backing off from spinning to short sleeps so that a waiting rank leaves the core to
   // others when oversubscribed.
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch waited;
   for (int polls = 0;; ++polls) {
     if (test()) return;
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (timeout_s_ > 0 && waited > timeout_s_) {
+    if (timeout_s_ > 0 && waited.seconds() > timeout_s_) {
       char msg[64];
       std::snprintf(msg, sizeof msg, "%g", timeout_s_);
       throw CommTimeout("communication timeout: " + what_ + " did not complete within comm.timeout_s = " + msg +
@@ -104,10 +109,10 @@ const char* Axis::backend() const { return device_ ? "nccl" : "mpi"; }
 template <class Mpi, class Device>
 Work Axis::issue(const char* op, const std::string& label, Mpi&& mpi, Device&& device) {
   auto what = describe(op, label);
-  if (device_) return Work(device(*device_), std::move(what), timeout_s_);
+  if (device_) return Work(device(*device_), std::move(what), timeout_s_, &wait_s_);
   MPI_Request req = MPI_REQUEST_NULL;
   mpi(what, &req);
-  return Work(req, std::move(what), timeout_s_);
+  return Work(req, std::move(what), timeout_s_, &wait_s_);
 }
 
 Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
@@ -169,20 +174,57 @@ Work Axis::recv(void* data, std::size_t bytes, int peer, int tag, const std::str
                }, [&](DeviceComm& d) { return d.recv(data, bytes, peer); });
 }
 
-void Axis::allreduce_sum(double* data, int n, const std::string& label) {
+void Axis::blocking_sum(double* data, int n, const std::string& label) {
   blocking_allreduce(data, n, MPI_SUM, "allreduce", label);
 }
 
-void Axis::allreduce_max(double* data, int n, const std::string& label) {
+void Axis::blocking_max(double* data, int n, const std::string& label) {
   blocking_allreduce(data, n, MPI_MAX, "allreduce-max", label);
+}
+
+void Axis::blocking_min(double* data, int n, const std::string& label) {
+  blocking_allreduce(data, n, MPI_MIN, "allreduce-min", label);
 }
 
 void Axis::blocking_allreduce(double* data, int n, MPI_Op op, const char* name, const std::string& label) {
   // Non-blocking underneath so that comm.timeout_s covers the step loop's small reductions too.
-  auto what = describe(name, label);
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, op, comm_, &req);
-  Work(req, std::move(what), timeout_s_).wait();
+  finish_blocking(req, name, label);
+}
+
+void Axis::finish_blocking(MPI_Request req, const char* op, const std::string& label) {
+  Work(req, describe(op, label), timeout_s_, &wait_s_).wait();
+}
+
+std::vector<std::string> Axis::blocking_gather_text(const std::string& mine, const std::string& label) {
+  const auto us = static_cast<std::size_t>(size_);
+  int length = checked_count(mine.size(), "axis " + name_ + ": " + label);
+  std::vector<int> lengths(us), offsets(us);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_, &req);
+  finish_blocking(req, "all-gather", label + " lengths");
+  long long total = 0;
+  for (std::size_t r = 0; r < us; ++r) {
+    offsets[r] = checked_count(static_cast<std::size_t>(total), "axis " + name_ + ": " + label);
+    total += lengths[r];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm_, &req);
+  finish_blocking(req, "all-gather", label);
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < us; ++r)
+    out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
+  return out;
+}
+
+std::unique_ptr<Axis> Axis::split(int color, int key, std::string name) const {
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(comm_, color, key, &sub);
+  if (sub == MPI_COMM_NULL) return nullptr;
+  auto axis = std::make_unique<Axis>(std::move(name), sub, timeout_s_);
+  if (device_) axis->attach(make_nccl_comm(sub, axis->name()));  // the same backend as this axis
+  return axis;
 }
 
 }  // namespace gridtrain

@@ -2,7 +2,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <stdexcept>
+
+#include "gridtrain/comm/device_comm.hpp"
 
 namespace gridtrain {
 namespace {
@@ -111,11 +112,14 @@ class OneBit : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_compressor(const std::string& name) {
-  if (name == "fp16") return std::make_unique<Fp16>();
-  if (name == "bf16") return std::make_unique<Bf16>();
-  if (name == "onebit") return std::make_unique<OneBit>();
-  throw std::invalid_argument("unknown compression '" + name + "'; valid: fp16 bf16 onebit");
+std::unique_ptr<Compressor> make_compressor(CompressorKind kind, Memory where) {
+  if (where == Memory::Cuda) return make_cuda_compressor(kind);
+  switch (kind) {
+    case CompressorKind::Fp16: return std::make_unique<Fp16>();
+    case CompressorKind::Bf16: return std::make_unique<Bf16>();
+    case CompressorKind::OneBit: break;
+  }
+  return std::make_unique<OneBit>();
 }
 
 }  // namespace gridtrain

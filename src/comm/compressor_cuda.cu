@@ -151,11 +151,13 @@ class CudaOneBit : public Compressor {
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_cuda_compressor(const std::string& name) {
-  if (name == "fp16") return std::make_unique<CudaFp16>();
-  if (name == "bf16") return std::make_unique<CudaBf16>();
-  if (name == "onebit") return std::make_unique<CudaOneBit>();
-  throw std::invalid_argument("unknown compression '" + name + "'; valid: fp16 bf16 onebit");
+std::unique_ptr<Compressor> make_cuda_compressor(CompressorKind kind) {
+  switch (kind) {
+    case CompressorKind::Fp16: return std::make_unique<CudaFp16>();
+    case CompressorKind::Bf16: return std::make_unique<CudaBf16>();
+    case CompressorKind::OneBit: break;
+  }
+  return std::make_unique<CudaOneBit>();
 }
 
 }  // namespace gridtrain

@@ -132,9 +132,9 @@ class NcclComm : public DeviceComm {
 
 }  // namespace
 
-bool cuda_available() {
+int cuda_device_count() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
 int select_cuda_device(MPI_Comm world) {

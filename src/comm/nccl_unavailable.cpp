@@ -14,7 +14,7 @@ namespace {
 
 }  // namespace
 
-bool cuda_available() { return false; }
+int cuda_device_count() { return 0; }
 
 int select_cuda_device(MPI_Comm) { no_cuda("train.device = cuda"); }
 
@@ -22,8 +22,6 @@ std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm, const std::string& axis) {
   no_cuda("comm.backend = nccl (axis " + axis + ")");
 }
 
-std::unique_ptr<Compressor> make_cuda_compressor(const std::string& name) {
-  no_cuda("comm.compression = " + name + " on a CUDA device");
-}
+std::unique_ptr<Compressor> make_cuda_compressor(CompressorKind) { no_cuda("gradient compression on a CUDA device"); }
 
 }  // namespace gridtrain

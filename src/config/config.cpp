@@ -84,24 +84,24 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.optim.min_lr > c.optim.lr)
     errors.push_back("optim.min_lr = " + std::to_string(c.optim.min_lr) + " is above optim.lr = " +
                      std::to_string(c.optim.lr) + "; valid: min_lr <= lr");
-  if (c.optim.scale_lr == "linear" && c.optim.reference_batch == 0)
+  if (c.optim.scale_lr == LrScaling::Linear && c.optim.reference_batch == 0)
     errors.push_back("optim.scale_lr = linear needs optim.reference_batch > 0 (the batch optim.lr was tuned for)");
-  if (c.optim.type == "onebit_adam" && c.comm.compression != "none")
-    errors.push_back("optim.type = onebit_adam compresses its own momentum exchange; comm.compression = " +
-                     c.comm.compression + " would compress the warm-up gradients too; set comm.compression = none");
-  if (c.comm.backend == "nccl" && c.train.device == "cpu")
+  if (c.optim.type == OptimizerType::OnebitAdam && c.comm.compression != Compression::None)
+    errors.push_back(std::string("optim.type = onebit_adam compresses its own momentum exchange; comm.compression = ") +
+                     name_of(c.comm.compression) + " would compress the warm-up gradients too; set comm.compression = none");
+  if (c.comm.backend == Backend::Nccl && c.train.device == DeviceKind::Cpu)
     errors.push_back("comm.backend = nccl moves device buffers, but train.device = cpu; use comm.backend = mpi "
                      "(or auto), or train.device = cuda");
-  if (c.comm.backend == "mpi" && c.train.device == "cuda")
+  if (c.comm.backend == Backend::Mpi && c.train.device == DeviceKind::Cuda)
     errors.push_back("comm.backend = mpi with train.device = cuda would need CUDA-aware MPI, which gridtrain does "
                      "not use; use comm.backend = nccl (or auto)");
-  if (c.precision.type == "fp16" && c.train.device == "cpu")
+  if (c.precision.type == Precision::Fp16 && c.train.device == DeviceKind::Cpu)
     errors.push_back("precision.type = fp16 needs CUDA (CPU autocast computes in bf16); use precision.type = bf16 "
                      "on the CPU");
   if (c.precision.min_scale > c.precision.init_scale)
     errors.push_back("precision.min_scale = " + std::to_string(c.precision.min_scale) + " is above precision.init_scale = " +
                      std::to_string(c.precision.init_scale) + "; valid: min_scale <= init_scale");
-  if (c.checkpoint.resume == "auto" && c.checkpoint.dir == "none")
+  if (c.checkpoint.resume.mode == Resume::Mode::Auto && !c.checkpoint.enabled())
     errors.push_back("checkpoint.resume = auto needs checkpoint.dir (it is 'none'); set checkpoint.dir");
   if (c.optim.decay_steps != 0 && c.optim.decay_steps <= c.optim.warmup_steps)
     errors.push_back("optim.decay_steps = " + std::to_string(c.optim.decay_steps) +

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 namespace gridtrain::detail {
 namespace {
@@ -62,24 +63,51 @@ Key real_key(std::string name, Ref ref, std::string help, double lo, bool lo_ope
           [ref](const Config& c) { return show_double(ref(c)); }};
 }
 
-// String key; an empty choices list accepts any non-empty text.
+// String key: any non-empty text.
 template <class Ref>
-Key text_key(std::string name, Ref ref, std::string help, std::vector<std::string> choices = {}) {
+Key text_key(std::string name, Ref ref, std::string help) {
   Config defaults;
-  std::string valid = "non-empty text";
-  if (!choices.empty()) {
-    valid = "one of";
-    for (const auto& ch : choices) valid += " " + ch;
-  }
-  return {{name, ref(defaults), std::move(help), valid},
-          [ref, choices, valid](Config& c, const std::string& text) -> std::optional<std::string> {
-            if (text.empty()) return "empty; valid: " + valid;
-            if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end())
-              return "not recognised; valid: " + valid;
+  return {{name, ref(defaults), std::move(help), "non-empty text"},
+          [ref](Config& c, const std::string& text) -> std::optional<std::string> {
+            if (text.empty()) return "empty; valid: non-empty text";
             ref(c) = text;
             return std::nullopt;
           },
           [ref](const Config& c) { return ref(c); }};
+}
+
+// Enum key: one of enum_names(E{}).
+template <class Ref>
+Key enum_key(std::string name, Ref ref, std::string help) {
+  using E = std::remove_cvref_t<decltype(ref(std::declval<Config&>()))>;
+  Config defaults;
+  std::string valid = "one of";
+  for (const char* n : enum_names(E{})) valid += std::string(" ") + n;
+  return {{name, name_of(ref(defaults)), std::move(help), valid},
+          [ref, valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            const auto names = enum_names(E{});
+            const auto it = std::find(names.begin(), names.end(), text);
+            if (it == names.end()) return (text.empty() ? "empty" : "not recognised") + ("; valid: " + valid);
+            ref(c) = static_cast<E>(it - names.begin());
+            return std::nullopt;
+          },
+          [ref](const Config& c) { return std::string(name_of(ref(c))); }};
+}
+
+// checkpoint.resume: none, auto or a path.
+Key resume_key(std::string help) {
+  return {{"checkpoint.resume", "none", std::move(help), "none, auto or a path"},
+          [](Config& c, const std::string& text) -> std::optional<std::string> {
+            if (text.empty()) return "empty; valid: none, auto or a path";
+            using Mode = Resume::Mode;
+            c.checkpoint.resume = {text == "none" ? Mode::None : text == "auto" ? Mode::Auto : Mode::Path,
+                                   text == "none" || text == "auto" ? "" : text};
+            return std::nullopt;
+          },
+          [](const Config& c) {
+            const Resume& r = c.checkpoint.resume;
+            return r.mode == Resume::Mode::Path ? r.path : r.mode == Resume::Mode::Auto ? "auto" : "none";
+          }};
 }
 
 // Boolean key: true/false, yes/no, on/off, 1/0.
@@ -119,8 +147,7 @@ Key dp_key() {
 
 #define GT_REF(field) [](auto& c) -> auto& { return c.field; }
 
-std::vector<Key> build_table() {
-  using std::uint64_t;
+std::vector<Key> grid_keys() {
   return {
       dp_key(),
       int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
@@ -128,27 +155,38 @@ std::vector<Key> build_table() {
       text_key("grid.stage_layers", GT_REF(grid.stage_layers),
                "transformer layers per pipeline stage: auto (as even as possible, earlier stages take the extra "
                "ones) or a comma-separated count per stage, e.g. 3,3,2"),
+  };
+}
 
-      text_key("model.type", GT_REF(model.type), "model family", {"gpt"}),
+std::vector<Key> model_keys() {
+  return {
+      enum_key("model.type", GT_REF(model.type), "model family"),
       int_key<int>("model.n_layer", GT_REF(model.n_layer), "transformer blocks L", 1),
       int_key<int>("model.n_head", GT_REF(model.n_head), "attention heads H per block", 1),
       int_key<int>("model.n_embd", GT_REF(model.n_embd), "embedding width C (divisible by n_head)", 1),
       int_key<int>("model.block_size", GT_REF(model.block_size), "context length T, tokens", 1),
       int_key<int>("model.vocab_size", GT_REF(model.vocab_size),
                    "vocabulary size V; 0 = the dataset's vocab_size attribute", 0),
+  };
+}
 
+std::vector<Key> data_keys() {
+  return {
       text_key("data.path", GT_REF(data.path), "token file written by `gridtrain prepare` (HDF5)"),
       bool_key("data.allow_change", GT_REF(data.allow_change),
                "resume onto a corpus other than the checkpoint's (its sha256 or token counts differ); the data "
                "position then indexes the new corpus"),
+  };
+}
 
-      text_key("optim.type", GT_REF(optim.type), "optimizer", {"adamw", "sgd", "onebit_adam"}),
+std::vector<Key> optim_keys() {
+  return {
+      enum_key("optim.type", GT_REF(optim.type), "optimizer"),
       real_key("optim.lr", GT_REF(optim.lr), "peak learning rate (before optim.scale_lr)", 0.0, true),
       real_key("optim.min_lr", GT_REF(optim.min_lr), "learning rate at the end of the decay", 0.0, false),
       int_key<int>("optim.warmup_steps", GT_REF(optim.warmup_steps),
                    "linear warmup steps: lr(s) = lr * (s+1) / warmup_steps for s < warmup_steps", 0),
-      text_key("optim.schedule", GT_REF(optim.schedule), "decay after warmup, down to min_lr",
-               {"cosine", "linear", "constant"}),
+      enum_key("optim.schedule", GT_REF(optim.schedule), "decay after warmup, down to min_lr"),
       int_key<int>("optim.decay_steps", GT_REF(optim.decay_steps),
                    "step at which the decay reaches min_lr; 0 = train.steps", 0),
       real_key("optim.weight_decay", GT_REF(optim.weight_decay),
@@ -161,12 +199,15 @@ std::vector<Key> build_table() {
                    "onebit_adam: AdamW steps on full-precision gradients before the variance freezes and "
                    "momentum is exchanged 1-bit compressed", 0),
       real_key("optim.clip_grad", GT_REF(optim.clip_grad), "max global gradient L2 norm; 0 = no clipping", 0.0, false),
-      text_key("optim.scale_lr", GT_REF(optim.scale_lr),
-               "linear scaling rule: lr *= global_batch / reference_batch (Goyal et al. 2017)",
-               {"none", "linear"}),
+      enum_key("optim.scale_lr", GT_REF(optim.scale_lr),
+               "linear scaling rule: lr *= global_batch / reference_batch (Goyal et al. 2017)"),
       int_key<int>("optim.reference_batch", GT_REF(optim.reference_batch),
                    "global batch optim.lr was tuned for (needed by scale_lr = linear)", 0),
+  };
+}
 
+std::vector<Key> train_keys() {
+  return {
       int_key<int>("train.steps", GT_REF(train.steps), "optimizer steps to run", 1),
       int_key<int>("train.micro_batch", GT_REF(train.micro_batch), "sequences per forward/backward on one rank", 1,
                    1 << 20),
@@ -176,11 +217,10 @@ std::vector<Key> build_table() {
                    "steps between validation passes; 0 = only after the last step", 0),
       int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation windows per pass (fixed subset)", 1,
                    1 << 20),
-      int_key<uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
-      text_key("train.device", GT_REF(train.device),
+      int_key<std::uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
+      enum_key("train.device", GT_REF(train.device),
                "where the model trains: cuda needs the cuda build and a GPU (one per rank, by node-local rank); "
-               "auto = cuda when both are there, else cpu",
-               {"auto", "cpu", "cuda"}),
+               "auto = cuda when both are there, else cpu"),
 
       int_key<int>("train.max_consecutive_skips", GT_REF(train.max_consecutive_skips),
                    "updates skipped in a row (a non-finite loss or gradient, with loss scaling only at "
@@ -191,20 +231,22 @@ std::vector<Key> build_table() {
       int_key<int>("train.outlier_window", GT_REF(train.outlier_window), "accepted steps the outlier z-score uses", 2,
                    100000),
       real_key("train.outlier_z", GT_REF(train.outlier_z), "z-score above which a step is an outlier", 0.0, true),
-      text_key("train.schedule", GT_REF(train.schedule),
+      enum_key("train.schedule", GT_REF(train.schedule),
                "pipeline schedule over a step's micro-batches (global_batch / (micro_batch * dp) of them): 1f1b "
-               "(one forward, one backward; fewest activations in flight) or gpipe (all forwards, then all backwards)",
-               {"1f1b", "gpipe"}),
-      text_key("train.on_oom", GT_REF(train.on_oom),
+               "(one forward, one backward; fewest activations in flight) or gpipe (all forwards, then all backwards)"),
+      enum_key("train.on_oom", GT_REF(train.on_oom),
                "out of memory in forward/backward: abort, or backoff (every rank halves train.micro_batch and "
-               "doubles accumulation, so the global batch and LR stay, and retries the step)",
-               {"abort", "backoff"}),
+               "doubles accumulation, so the global batch and LR stay, and retries the step)"),
+  };
+}
 
-      text_key("precision.type", GT_REF(precision.type),
+std::vector<Key> precision_keys() {
+  return {
+      enum_key("precision.type", GT_REF(precision.type),
                "compute precision under autocast; weights, optimizer state and the loss stay fp32. fp16 needs "
-               "CUDA", {"fp32", "bf16", "fp16"}),
-      text_key("precision.loss_scaling", GT_REF(precision.loss_scaling),
-               "dynamic loss scaling; auto = dynamic for fp16, none otherwise", {"auto", "dynamic", "none"}),
+               "CUDA"),
+      enum_key("precision.loss_scaling", GT_REF(precision.loss_scaling),
+               "dynamic loss scaling; auto = dynamic for fp16, none otherwise"),
       real_key("precision.init_scale", GT_REF(precision.init_scale), "initial loss scale", 0.0, true, 3.4e38),
       real_key("precision.growth_factor", GT_REF(precision.growth_factor),
                "scale multiplier after precision.growth_interval finite steps", 1.0, true),
@@ -215,22 +257,28 @@ std::vector<Key> build_table() {
       int_key<int>("precision.hysteresis", GT_REF(precision.hysteresis),
                    "overflows tolerated before the scale backs off", 1),
       real_key("precision.min_scale", GT_REF(precision.min_scale), "lowest loss scale", 0.0, true, 3.4e38),
+  };
+}
 
+std::vector<Key> comm_keys() {
+  return {
       real_key("comm.bucket_mb", GT_REF(comm.bucket_mb), "gradient bucket size for the dp allreduce, MiB", 0.0, true,
                4096.0),
       bool_key("comm.overlap", GT_REF(comm.overlap),
                "start each bucket's allreduce during backward, as soon as its gradients are ready"),
-      text_key("comm.compression", GT_REF(comm.compression),
-               "gradient exchange format over dp: fp32 allreduce, or a two-phase allreduce of fp16/bf16 casts",
-               {"none", "fp16", "bf16"}),
-      text_key("comm.backend", GT_REF(comm.backend),
+      enum_key("comm.compression", GT_REF(comm.compression),
+               "gradient exchange format over dp: fp32 allreduce, or a two-phase allreduce of fp16/bf16 casts"),
+      enum_key("comm.backend", GT_REF(comm.backend),
                "collectives on the tp/dp/pp axes: mpi (host buffers) or nccl (device buffers, one NCCL "
-               "communicator and CUDA stream per axis); auto = nccl when train.device is cuda, else mpi",
-               {"auto", "mpi", "nccl"}),
+               "communicator and CUDA stream per axis); auto = nccl when train.device is cuda, else mpi"),
       real_key("comm.timeout_s", GT_REF(comm.timeout_s),
                "seconds a dp/tp/pp communication (gradient buckets, loss and norm reductions, ...) may take before "
                "the run stops with an error naming it; 0 = no limit", 0.0, false, 86400.0),
+  };
+}
 
+std::vector<Key> checkpoint_keys() {
+  return {
       text_key("checkpoint.dir", GT_REF(checkpoint.dir),
                "directory of step-XXXXXXXX.h5 checkpoints and the `latest` pointer; none = no checkpoints"),
       int_key<int>("checkpoint.interval", GT_REF(checkpoint.interval),
@@ -240,11 +288,14 @@ std::vector<Key> build_table() {
                    "one newer than the checkpoint this run started from)", 1),
       bool_key("checkpoint.async", GT_REF(checkpoint.async),
                "write checkpoints in the background; the step loop pays only for a host copy"),
-      text_key("checkpoint.resume", GT_REF(checkpoint.resume),
-               "none; auto (checkpoint.dir's newest checkpoint that passes its checksums, `latest` first; start "
+      resume_key("none; auto (checkpoint.dir's newest checkpoint that passes its checksums, `latest` first; start "
                "fresh only where there is no checkpoint file); a checkpoint file, a directory of them, or a "
                "`latest` pointer. --restart PATH sets it"),
+  };
+}
 
+std::vector<Key> output_keys() {
+  return {
       text_key("output.dir", GT_REF(output.dir),
                "directory for log.gridtrain and metrics.jsonl; a run holds gridtrain.lock there (and in "
                "checkpoint.dir) while it runs"),
@@ -254,7 +305,11 @@ std::vector<Key> build_table() {
       int_key<int>("output.thermo", GT_REF(output.thermo), "steps between thermo lines", 1),
       real_key("output.peak_gflops", GT_REF(output.peak_gflops),
                "per-rank peak GFLOP/s for MFU; 0 = measure with an sgemm probe at start", 0.0, false),
+  };
+}
 
+std::vector<Key> debug_keys() {
+  return {
       real_key("debug.slow_checkpoint_s", GT_REF(debug.slow_checkpoint_s),
                "fault injection: seconds to sleep before a checkpoint file is closed (crash tests)", 0.0, false, 3600.0),
       int_key<int>("debug.stall_rank", GT_REF(debug.stall_rank),
@@ -262,8 +317,8 @@ std::vector<Key> build_table() {
                    "others' gradient allreduce hits comm.timeout_s", -1),
       real_key("debug.stall_s", GT_REF(debug.stall_s), "fault injection: seconds debug.stall_rank stalls", 0.0,
                false, 3600.0),
-      text_key("debug.nonfinite", GT_REF(debug.nonfinite),
-               "fault injection: a NaN loss or an Inf gradient on debug.nonfinite_rank", {"none", "loss", "grad"}),
+      enum_key("debug.nonfinite", GT_REF(debug.nonfinite),
+               "fault injection: a NaN loss or an Inf gradient on debug.nonfinite_rank"),
       int_key<int>("debug.nonfinite_step", GT_REF(debug.nonfinite_step), "fault injection: first step (1-based)", 1),
       int_key<int>("debug.nonfinite_steps", GT_REF(debug.nonfinite_steps), "fault injection: steps in a row", 1),
       int_key<int>("debug.nonfinite_rank", GT_REF(debug.nonfinite_rank), "fault injection: the world rank", 0),
@@ -271,6 +326,15 @@ std::vector<Key> build_table() {
                "fault injection: a micro-batch whose estimated activation memory exceeds this many MiB fails "
                "as out of memory (tests train.on_oom); 0 = off", 0.0, false),
   };
+}
+
+// The sections in deck order.
+std::vector<Key> build_table() {
+  std::vector<Key> table;
+  for (auto section : {grid_keys, model_keys, data_keys, optim_keys, train_keys, precision_keys, comm_keys,
+                       checkpoint_keys, output_keys, debug_keys})
+    for (auto& key : section()) table.push_back(std::move(key));
+  return table;
 }
 
 #undef GT_REF

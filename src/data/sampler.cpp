@@ -1,17 +1,11 @@
 #include "gridtrain/data/sampler.hpp"
 
 #include <algorithm>
-
 #include <numeric>
 
-namespace gridtrain {
+#include "gridtrain/util/hash.hpp"
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
+namespace gridtrain {
 
 Sampler::Sampler(std::span<const std::int32_t> tokens, int block_size, std::uint64_t seed)
     : tokens_(tokens), block_(block_size), seed_(seed),

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 

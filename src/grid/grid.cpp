@@ -2,6 +2,7 @@
 
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/signals.hpp"
 
 namespace gridtrain {
 
@@ -61,6 +62,12 @@ std::string Grid::describe() const {
   return "Process grid: " + std::to_string(shape_.dp) + " (dp) x " + std::to_string(shape_.tp) + " (tp) x " +
          std::to_string(shape_.pp) + " (pp) = " + std::to_string(shape_.size()) + " MPI ranks, " + dp_->backend() +
          " backend";
+}
+
+int agree_stop_signal(Axis& grid) {
+  double sig = received_stop_signal();
+  grid.blocking_max(&sig, 1, "stop signal");
+  return static_cast<int>(sig);
 }
 
 }  // namespace gridtrain

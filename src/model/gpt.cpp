@@ -4,18 +4,13 @@
 #include <limits>
 #include <stdexcept>
 
-#include "gridtrain/data/sampler.hpp"
+#include "gridtrain/parallel/tensor_parallel.hpp"
+#include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
 namespace {
 
 torch::nn::LayerNorm layer_norm(std::int64_t c) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c})); }
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ULL;
-  return h;
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -3,7 +3,6 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/gpt.hpp"
-#include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
 namespace {
@@ -18,8 +17,8 @@ GptShape gpt_shape(const Config& c, int vocab) {
 }
 
 const Entry& entry(const Config& cfg) {
-  static const std::map<std::string, Entry> registry = {
-      {"gpt",
+  static const std::map<ModelType, Entry> registry = {
+      {ModelType::Gpt,
        {[](const Config& c, int v, const ModelLayout& l) -> std::shared_ptr<LanguageModel> {
           return std::make_shared<Gpt>(gpt_shape(c, v), l);
         },
@@ -27,13 +26,7 @@ const Entry& entry(const Config& cfg) {
           return std::make_unique<GptPlan>(gpt_shape(c, v), l);
         }}},
   };
-  auto it = registry.find(cfg.model.type);
-  if (it == registry.end()) {
-    std::string known;
-    for (const auto& [name, e] : registry) known += " " + name;
-    throw Error("model.type = '" + cfg.model.type + "' is unknown; valid:" + known);
-  }
-  return it->second;
+  return registry.at(cfg.model.type);  // every ModelType is registered
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/optim/adamw.hpp"
 
 namespace gridtrain {
 

@@ -9,7 +9,7 @@
 namespace gridtrain {
 
 LrSchedule::LrSchedule(const Config& c)
-    : peak_(c.optim.scale_lr == "linear"
+    : peak_(c.optim.scale_lr == LrScaling::Linear
                 ? c.optim.lr * c.train.global_batch / static_cast<double>(c.optim.reference_batch)
                 : c.optim.lr),
       min_(c.optim.min_lr),
@@ -19,10 +19,10 @@ LrSchedule::LrSchedule(const Config& c)
 
 double LrSchedule::operator()(long long s) const {
   if (s < warmup_) return peak_ * static_cast<double>(s + 1) / static_cast<double>(warmup_);
-  if (kind_ == "constant") return peak_;
+  if (kind_ == LrDecay::Constant) return peak_;
   if (s >= decay_) return min_;
   const double p = static_cast<double>(s - warmup_) / static_cast<double>(std::max(1LL, decay_ - warmup_));
-  if (kind_ == "linear") return min_ + (peak_ - min_) * (1.0 - p);
+  if (kind_ == LrDecay::Linear) return min_ + (peak_ - min_) * (1.0 - p);
   return min_ + (peak_ - min_) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
 }
 

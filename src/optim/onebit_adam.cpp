@@ -1,13 +1,13 @@
 #include <cmath>
 
 #include "gridtrain/comm/axis.hpp"
-#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/optim/onebit_adam.hpp"
 
 namespace gridtrain {
 
 OnebitAdam::OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta1, double beta2, double eps,
                        double weight_decay, long long freeze_step)
-    : dp_(dp), onebit_(make_compressor("onebit", params.at(0).param.device())), beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay),
+    : dp_(dp), onebit_(make_compressor(CompressorKind::OneBit, memory_of(params.at(0).param))), beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay),
       freeze_(freeze_step) {
   const auto options = params.at(0).param.options();
   std::int64_t n = 0;

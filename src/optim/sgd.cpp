@@ -1,4 +1,4 @@
-#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/optim/sgd.hpp"
 
 namespace gridtrain {
 

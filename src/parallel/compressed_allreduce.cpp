@@ -2,13 +2,8 @@
 
 #include <stdexcept>
 
-#include "gridtrain/comm/device_comm.hpp"
 
 namespace gridtrain {
-
-std::unique_ptr<Compressor> make_compressor(const std::string& name, const torch::Device& device) {
-  return device.is_cuda() ? make_cuda_compressor(name) : make_compressor(name);
-}
 
 std::size_t compressed_allreduce_mean(Axis& axis, const Compressor& c, torch::Tensor data, FeedbackState& state,
                                       const std::string& label) {

@@ -7,15 +7,14 @@
 
 namespace gridtrain {
 
-std::vector<PipeOp> pipeline_schedule(const std::string& kind, int stage, int stages, int micro_batches) {
+std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches) {
   std::vector<PipeOp> ops;
   const int m = micro_batches;
-  if (kind == "gpipe") {
+  if (kind == PipelineSchedule::GPipe) {
     for (int i = 0; i < m; ++i) ops.push_back({PipeOp::Forward, i});
     for (int i = 0; i < m; ++i) ops.push_back({PipeOp::Backward, i});
     return ops;
   }
-  if (kind != "1f1b") throw std::invalid_argument("unknown pipeline schedule '" + kind + "'; valid: 1f1b gpipe");
   const int warmup = std::min(stages - stage - 1, m);
   int f = 0, b = 0;
   while (f < warmup) ops.push_back({PipeOp::Forward, f++});

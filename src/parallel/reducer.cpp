@@ -1,6 +1,5 @@
 #include "gridtrain/parallel/reducer.hpp"
 
-#include <chrono>
 #include <cmath>
 
 #include <torch/csrc/autograd/function.h>
@@ -8,8 +7,6 @@
 
 namespace gridtrain {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Runs a callback after a gradient accumulator has written the parameter's .grad.
 class ReadyHook : public torch::autograd::FunctionPostHook {
@@ -27,10 +24,19 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap,
-                 const std::string& compression)
-    : dp_(dp), overlap_(overlap && compression == "none"), params_(std::move(params)), bucket_of_(params_.size()) {
-  if (compression != "none") compressor_ = make_compressor(compression, params_.at(0).device());
+const char* describe(GradExchange e) {
+  static constexpr std::array<const char*, static_cast<std::size_t>(GradExchange::kCount)> names = {
+      "fp32 allreduce overlapped with backward", "fp32 allreduce after backward",
+      "compressed exchange after backward", "local (the optimizer exchanged its state)"};
+  return names[static_cast<std::size_t>(e)];
+}
+
+Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap, Compression compression)
+    : dp_(dp), overlap_(overlap && compression == Compression::None && dp.size() > 1), params_(std::move(params)),
+      bucket_of_(params_.size()) {
+  if (compression != Compression::None)
+    compressor_ = make_compressor(compression == Compression::Fp16 ? CompressorKind::Fp16 : CompressorKind::Bf16,
+                                  memory_of(params_.at(0)));
   const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
   // Group in reverse registration order: backward produces the last layers' gradients first.
   std::vector<std::vector<std::size_t>> groups;
@@ -57,7 +63,7 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, 
   pending_ = bucket_size_;
   work_.resize(buckets_.size());
   feedback_.resize(buckets_.size());
-  if (overlap_ && dp_.size() > 1) {
+  if (overlap_) {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
       const auto key = acc->add_post_hook(std::make_unique<ReadyHook>([this, b = bucket_of_[i]] { mark_ready(b); }));
@@ -70,17 +76,20 @@ Reducer::~Reducer() {
   for (auto& [node, key] : hooks_) node->del_post_hook(key);
 }
 
-void Reducer::zero_grad() {
+void Reducer::zero_grad(bool local_gradients) {
   for (auto& b : buckets_) b.zero_();
+  exchange_ = local_gradients ? GradExchange::Local
+              : compressor_   ? GradExchange::Compressed
+              : overlap_      ? GradExchange::Overlapped
+                              : GradExchange::Blocking;
   // A step that fails before its first backward (out of memory) must still start every bucket
   // in finish(), like the ranks that got further.
   begin_backward(false);
   bytes_ = 0;
-  comm_s_ = 0;
 }
 
 void Reducer::begin_backward(bool last) {
-  communicating_ = last;
+  communicating_ = last && exchange_ != GradExchange::Local;
   pending_ = bucket_size_;
   next_ = 0;
 }
@@ -93,34 +102,33 @@ void Reducer::mark_ready(std::size_t bucket) {
 }
 
 void Reducer::start(std::size_t bucket) {
-  if (bytes_ == 0) first_start_ = Clock::now();
+  if (bytes_ == 0) in_flight_.restart();
   auto& b = buckets_[bucket];
   const auto n = static_cast<std::size_t>(b.numel());
   bytes_ += 2 * (dp_.size() - 1) * n * sizeof(float) / dp_.size();
   work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), n, "gradient bucket " + std::to_string(bucket));
 }
 
-double Reducer::finish() {
-  const auto t0 = Clock::now();
-  if (dp_.size() == 1) return 0.0;
+void Reducer::finish() {
+  ++stats_.steps[static_cast<std::size_t>(exchange_)];
+  if (exchange_ == GradExchange::Local || dp_.size() == 1) return;
+  const Stopwatch exposed;
   if (compressor_) {
-    first_start_ = t0;
+    in_flight_.restart();
     for (std::size_t b = 0; b < buckets_.size(); ++b)
       bytes_ += compressed_allreduce_mean(dp_, *compressor_, buckets_[b], feedback_[b],
                                           "gradient bucket " + std::to_string(b));
-    comm_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
-    return comm_s_;
+  } else {
+    while (next_ < buckets_.size()) start(next_++);
+    const double inv = 1.0 / dp_.size();
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      work_[b].wait();
+      buckets_[b].mul_(inv);
+    }
+    communicating_ = false;
   }
-  while (next_ < buckets_.size()) start(next_++);
-  const double inv = 1.0 / dp_.size();
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    work_[b].wait();
-    buckets_[b].mul_(inv);
-  }
-  communicating_ = false;
-  const auto t1 = Clock::now();
-  comm_s_ = std::chrono::duration<double>(t1 - first_start_).count();
-  return std::chrono::duration<double>(t1 - t0).count();
+  stats_.in_flight_s += in_flight_.seconds();
+  stats_.exposed_s += exposed.seconds();
 }
 
 void Reducer::scale(double factor) {

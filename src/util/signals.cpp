@@ -17,10 +17,6 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-int agree_stop_signal(Axis& grid) {
-  double sig = g_signal;
-  grid.allreduce_max(&sig, 1, "stop signal");
-  return static_cast<int>(sig);
-}
+int received_stop_signal() { return g_signal; }
 
 }  // namespace gridtrain

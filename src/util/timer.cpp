@@ -1,60 +1,70 @@
 #include "gridtrain/util/timer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
 namespace gridtrain {
 
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 const char* section_name(Section s) {
   static constexpr std::array<const char*, kSectionCount> names = {
-      "Data", "Compute", "Bubble", "Comm", "Optim", "Eval", "Checkpt", "Output", "Other"};
-  return names[static_cast<size_t>(s)];
+      "Data", "Compute", "TP comm", "PP comm", "DP comm", "Optim", "Eval", "Checkpt", "Output"};
+  return names[static_cast<std::size_t>(s)];
 }
 
 void Timer::reset() {
   acc_.fill(0.0);
-  last_ = Clock::now();
+  last_.restart();
+  loop_.restart();
 }
 
 void Timer::stamp(Section s) {
-  const auto now = Clock::now();
-  acc_[static_cast<size_t>(s)] += std::chrono::duration<double>(now - last_).count();
-  last_ = now;
+  acc_[static_cast<std::size_t>(s)] += last_.seconds();
+  last_.restart();
 }
 
-std::vector<SectionStats> Timer::breakdown(MPI_Comm comm, double loop_s) const {
-  int nprocs = 1;
-  MPI_Comm_size(comm, &nprocs);
-  std::array<double, kSectionCount> mn{}, mx{}, sum{}, sq{};
-  std::array<double, kSectionCount> squares{};
-  for (size_t i = 0; i < kSectionCount; ++i) squares[i] = acc_[i] * acc_[i];
-  MPI_Allreduce(acc_.data(), mn.data(), kSectionCount, MPI_DOUBLE, MPI_MIN, comm);
-  MPI_Allreduce(acc_.data(), mx.data(), kSectionCount, MPI_DOUBLE, MPI_MAX, comm);
-  MPI_Allreduce(acc_.data(), sum.data(), kSectionCount, MPI_DOUBLE, MPI_SUM, comm);
-  MPI_Allreduce(squares.data(), sq.data(), kSectionCount, MPI_DOUBLE, MPI_SUM, comm);
-  std::vector<SectionStats> out;
-  for (size_t i = 0; i < kSectionCount; ++i) {
-    const double avg = sum[i] / nprocs;
-    const double var = std::max(0.0, sq[i] / nprocs - avg * avg);
-    out.push_back({section_name(static_cast<Section>(i)), mn[i], avg, mx[i],
-                   avg > 0 ? 100.0 * std::sqrt(var) / avg : 0.0,
-                   loop_s > 0 ? 100.0 * avg / loop_s : 0.0});
-  }
-  return out;
+void Timer::stamp() { last_.restart(); }
+
+void Timer::move(Section from, Section to, double seconds) {
+  const double s = std::clamp(seconds, 0.0, acc_[static_cast<std::size_t>(from)]);
+  acc_[static_cast<std::size_t>(from)] -= s;
+  acc_[static_cast<std::size_t>(to)] += s;
 }
 
-std::string format_breakdown(const std::vector<SectionStats>& stats) {
+double Timer::other(double loop_s) const {
+  double sum = 0;
+  for (double t : acc_) sum += t;
+  return loop_s - sum;
+}
+
+SectionStats section_stats(std::string name, double min_s, double max_s, double sum_s, double sum_sq, int nprocs,
+                           double loop_s) {
+  const double avg = sum_s / nprocs, avg_sq = sum_sq / nprocs;
+  // LAMMPS' measure of load imbalance: sqrt(⟨t²⟩/⟨t⟩ − ⟨t⟩) = sqrt(variance / mean), in
+  // percent, skipped below a millisecond (finish.cpp, mpi_timings).
+  const double spread = avg > 0.001 ? avg_sq / avg - avg : 0.0;
+  return {std::move(name), min_s, avg, max_s, spread > 1e-10 ? 100.0 * std::sqrt(spread) : 0.0,
+          loop_s > 0 ? 100.0 * avg / loop_s : 0.0};
+}
+
+std::string format_breakdown(const std::vector<SectionStats>& stats, double other_avg_s, double loop_s) {
   std::string out = "\nMPI task timing breakdown:\n"
                     "Section |  min time  |  avg time  |  max time  |%varavg| %total\n"
                     "---------------------------------------------------------------\n";
   char line[160];
   for (const auto& s : stats) {
-    std::snprintf(line, sizeof line, "%-8s| %-10.4g | %-10.4g | %-10.4g |%6.1f |%6.2f\n",
-                  s.name.c_str(), s.min_s, s.avg_s, s.max_s, s.varavg_pct, s.total_pct);
+    std::snprintf(line, sizeof line, "%-8s| %-10.4g | %-10.4g | %-10.4g |%6.1f |%6.2f\n", s.name.c_str(), s.min_s,
+                  s.avg_s, s.max_s, s.varavg_pct, s.total_pct);
     out += line;
   }
-  return out;
+  std::snprintf(line, sizeof line, "Other   |            | %-10.4g |            |       |%6.2f\n", other_avg_s,
+                loop_s > 0 ? 100.0 * other_avg_s / loop_s : 0.0);
+  return out + line;
 }
 
 }  // namespace gridtrain

@@ -45,9 +45,9 @@ std::unique_ptr<Axis> nccl_axis() {
 TEST_CASE("CUDA fp16/bf16 kernels write the CPU kernels' bytes", "[gpu]") {
   select_cuda_device(MPI_COMM_WORLD);
   const auto x = random_host(10007, 1);
-  for (const char* name : {"fp16", "bf16"}) {
-    CAPTURE(name);
-    auto cpu = make_compressor(name, torch::kCPU), gpu = make_compressor(name, kGpu);
+  for (auto kind : {CompressorKind::Fp16, CompressorKind::Bf16}) {
+    auto cpu = make_compressor(kind, Memory::Host), gpu = make_compressor(kind, Memory::Cuda);
+    CAPTURE(cpu->name());
     const auto want = bytes_of(*cpu, x, {});
     const auto got = bytes_of(*gpu, x.to(kGpu), {}).cpu();
     CHECK(torch::equal(got, want));
@@ -63,7 +63,8 @@ TEST_CASE("CUDA onebit kernel: same signs, scale and residual as the CPU kernel"
   select_cuda_device(MPI_COMM_WORLD);
   const std::int64_t n = 100003;  // not a multiple of 8
   const auto x = random_host(n, 2);
-  auto cpu = make_compressor("onebit", torch::kCPU), gpu = make_compressor("onebit", kGpu);
+  auto cpu = make_compressor(CompressorKind::OneBit, Memory::Host);
+  auto gpu = make_compressor(CompressorKind::OneBit, Memory::Cuda);
   auto r_cpu = random_host(n, 3) * 0.1, r_gpu = r_cpu.to(kGpu);
   for (int round = 0; round < 3; ++round) {
     const auto want = bytes_of(*cpu, x, r_cpu);
@@ -82,7 +83,7 @@ TEST_CASE("nccl backend: allreduce and the compressed allreduce give MPI's resul
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   auto axis = nccl_axis();
-  CHECK(std::string(axis->backend()) == "nccl");
+  REQUIRE(std::string(axis->backend()) == "nccl");
 
   // Integers: the sum is exact in any order, so NCCL and MPI must agree bit for bit.
   const std::int64_t n = (1 << 20) + 3;
@@ -95,13 +96,14 @@ TEST_CASE("nccl backend: allreduce and the compressed allreduce give MPI's resul
   MPI_Comm dup;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   Axis mpi("dp", dup, 60.0);
-  for (const char* name : {"fp16", "bf16", "onebit"}) {
-    CAPTURE(name);
+  for (auto kind : {CompressorKind::Fp16, CompressorKind::Bf16, CompressorKind::OneBit}) {
     const auto x = random_host(4099, 10 + rank);
     auto on_host = x.clone(), on_gpu = x.to(kGpu);
     FeedbackState fh, fg;
-    const auto bh = compressed_allreduce_mean(mpi, *make_compressor(name, torch::kCPU), on_host, fh, "host");
-    const auto bg = compressed_allreduce_mean(*axis, *make_compressor(name, kGpu), on_gpu, fg, "device");
+    const auto cpu = make_compressor(kind, Memory::Host);
+    CAPTURE(cpu->name());
+    const auto bh = compressed_allreduce_mean(mpi, *cpu, on_host, fh, "host");
+    const auto bg = compressed_allreduce_mean(*axis, *make_compressor(kind, Memory::Cuda), on_gpu, fg, "device");
     CHECK(bh == bg);
     CHECK(torch::allclose(on_gpu.cpu(), on_host, 1e-5, 1e-6));
   }
@@ -110,19 +112,21 @@ TEST_CASE("nccl backend: allreduce and the compressed allreduce give MPI's resul
 TEST_CASE("training on the GPU follows the CPU run, and its checkpoint resumes on the CPU", "[gpu]") {
   const auto dir = test::shared_dir("gpu-train");
   Log quiet(false);
-  auto config = [&](const char* device, int steps) {
+  auto config = [&](DeviceKind device, int steps) {
     Config c = test::tiny(dir, steps, 4);
     c.train.device = device;
     return c;
   };
-  const auto cpu = Trainer(config("cpu", 6), MPI_COMM_WORLD, quiet, 1.0).run();
-  Config gpu_cfg = config("cuda", 3);
+  const auto cpu = Trainer(config(DeviceKind::Cpu, 6), MPI_COMM_WORLD, quiet, 1.0).run();
+  Config gpu_cfg = config(DeviceKind::Cuda, 3);
   gpu_cfg.checkpoint.dir = dir + "/ckpt";
   const auto gpu = Trainer(gpu_cfg, MPI_COMM_WORLD, quiet, 1.0).run();
+  REQUIRE(cpu.losses.size() == 6);
+  REQUIRE(gpu.losses.size() == 3);
   for (int s = 0; s < 3; ++s) CHECK(gpu.losses[s] == Approx(cpu.losses[s]).epsilon(1e-4));  // other kernels
-  Config resume = config("cpu", 6);
+  Config resume = config(DeviceKind::Cpu, 6);
   resume.checkpoint.dir = gpu_cfg.checkpoint.dir;
-  resume.checkpoint.resume = "auto";
+  resume.checkpoint.resume = {Resume::Mode::Auto, ""};
   const auto rest = Trainer(resume, MPI_COMM_WORLD, quiet, 1.0).run();
   REQUIRE(rest.losses.size() == 3);
   for (int s = 3; s < 6; ++s) CHECK(rest.losses[s - 3] == Approx(cpu.losses[s]).epsilon(1e-3));

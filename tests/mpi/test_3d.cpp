@@ -45,7 +45,7 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
   }
   Config gathered = one_cfg;  // the layout's final state, gathered through its checkpoint
   gathered.checkpoint.dir = layout_cfg.checkpoint.dir;
-  gathered.checkpoint.resume = "auto";
+  gathered.checkpoint.resume = {Resume::Mode::Auto, ""};
   Trainer loaded(gathered, MPI_COMM_SELF, quiet, 1.0);
   const auto a = weights(loaded), b = weights(one);
   REQUIRE(a.size() == b.size());
@@ -68,7 +68,8 @@ TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
     Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
     const auto got = t.run();
     // The dry run's count, made without building the model, is what this rank holds.
-    CHECK(plan_model(c, 256, model_layout(c, t.grid()))->parameters() == count_parameters(t.model()));
+    const LaunchPlan plan = plan_launch(c, t.grid().shape().size());
+    CHECK(plan_model(c, 256, model_layout(plan, t.grid()))->parameters() == count_parameters(t.model()));
     check_against_one_rank(c, got, model_3d(dir, 6, 1, 1, 1));
   }
 }
@@ -93,7 +94,7 @@ TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training c
   Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
   Config second = model_3d(dir, 6, 4, 1, 2);
   second.checkpoint.dir = first.checkpoint.dir;
-  second.checkpoint.resume = "auto";
+  second.checkpoint.resume = {Resume::Mode::Auto, ""};
   Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
   REQUIRE(resumed.start_step() == 4);
   const auto rest = resumed.run();

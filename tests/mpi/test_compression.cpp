@@ -41,13 +41,13 @@ int rank_of_world() {
 
 TEST_CASE("fp16 and bf16 round within half an ulp of their format", "[np2][np4]") {
   const auto x = random_vector(1003, 3 + rank_of_world());
-  for (auto [name, half_ulp] : {std::pair{"fp16", 1.0 / 2048}, {"bf16", 1.0 / 256}}) {
-    auto c = make_compressor(name);
+  for (auto [kind, half_ulp] : {std::pair{CompressorKind::Fp16, 1.0 / 2048}, {CompressorKind::Bf16, 1.0 / 256}}) {
+    auto c = make_compressor(kind, Memory::Host);
+    CAPTURE(c->name());
     std::vector<unsigned char> bytes(c->compressed_bytes(x.size()));
     std::vector<float> back(x.size());
     c->compress(x.data(), x.size(), nullptr, bytes.data());
     c->decompress(bytes.data(), x.size(), back.data());
-    CAPTURE(name);
     for (std::size_t i = 0; i < x.size(); ++i)
       if (std::abs(x[i]) > 1e-4f) REQUIRE(std::abs(back[i] - x[i]) <= half_ulp * std::abs(x[i]));
   }
@@ -55,7 +55,7 @@ TEST_CASE("fp16 and bf16 round within half an ulp of their format", "[np2][np4]"
 
 TEST_CASE("onebit keeps the error-feedback invariant: decompress(compress(x)) + residual' == x + residual",
           "[np2][np4]") {
-  auto c = make_compressor("onebit");
+  auto c = make_compressor(CompressorKind::OneBit, Memory::Host);
   const std::size_t n = 777;  // not a multiple of 8
   CHECK(c->compressed_bytes(n) == 4 + 98);
   auto residual = random_vector(n, 11, 0.1f);
@@ -85,9 +85,9 @@ TEST_CASE("compressed allreduce: every rank gets the same mean, within the forma
   MPI_Allreduce(MPI_IN_PLACE, exact.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   for (auto& v : exact) v /= static_cast<float>(p);
 
-  for (auto [name, tol] : {std::pair{"fp16", 2e-3}, {"bf16", 1.5e-2}}) {
-    CAPTURE(name);
-    auto c = make_compressor(name);
+  for (auto [kind, tol] : {std::pair{CompressorKind::Fp16, 2e-3}, {CompressorKind::Bf16, 1.5e-2}}) {
+    auto c = make_compressor(kind, Memory::Host);
+    CAPTURE(c->name());
     auto data = mine;
     FeedbackState state;
     const auto bytes = compressed_allreduce_mean(axis, *c, view_of(data), state, "test");
@@ -101,7 +101,7 @@ TEST_CASE("compressed allreduce: every rank gets the same mean, within the forma
 
   // onebit: >= 25x fewer bytes than a fp32 ring allreduce; with error feedback on both sides the
   // running mean of the outputs converges to the true mean of a constant gradient.
-  auto c = make_compressor("onebit");
+  auto c = make_compressor(CompressorKind::OneBit, Memory::Host);
   FeedbackState state;
   std::vector<float> sum(n, 0.0f);
   const int rounds = 400;

@@ -33,6 +33,7 @@ Config small_config(const std::string& data) {
 double rel_diff(LanguageModel& a, LanguageModel& b) {
   double diff = 0, norm = 0;
   auto pa = a.parameters(), pb = b.parameters();
+  REQUIRE(pa.size() == pb.size());
   for (std::size_t i = 0; i < pa.size(); ++i) {
     diff += (pa[i] - pb[i]).to(torch::kFloat64).square().sum().item<double>();
     norm += pb[i].to(torch::kFloat64).square().sum().item<double>();
@@ -69,6 +70,7 @@ TEST_CASE("2 dp ranks x micro-batch B == 1 rank x micro-batch 2B", "[np2]") {
   const RunResult r1 = dp1.run();
 
   REQUIRE(r1.losses.size() == 5);
+  REQUIRE(r2.losses.size() == 5);
   for (std::size_t s = 0; s < r1.losses.size(); ++s) {
     CHECK(r2.losses[s] == Approx(r1.losses[s]).epsilon(1e-5));
     CHECK(r2.grad_norms[s] == Approx(r1.grad_norms[s]).epsilon(1e-5));
@@ -96,6 +98,8 @@ TEST_CASE("gradient accumulation: micro-batch B with 2 accumulation steps == mic
   c.train.micro_batch = 8;
   Trainer whole(c, MPI_COMM_SELF, quiet, 1.0);
   const auto rw = whole.run();
+  REQUIRE(ra.losses.size() == rw.losses.size());
+  REQUIRE(!ra.losses.empty());
   for (std::size_t s = 0; s < ra.losses.size(); ++s) CHECK(ra.losses[s] == Approx(rw.losses[s]).epsilon(1e-5));
 }
 
@@ -117,6 +121,8 @@ TEST_CASE("training with overlap on is bitwise identical to overlap off", "[np2]
     losses.push_back(t.run().losses);
     weights.push_back(flat(t.model()));
   }
+  REQUIRE(losses[0].size() == static_cast<std::size_t>(c.train.steps));
   CHECK(losses[0] == losses[1]);
+  REQUIRE(weights[0].size() == weights[1].size());
   CHECK(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)) == 0);
 }

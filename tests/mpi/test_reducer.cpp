@@ -110,14 +110,18 @@ TEST_CASE("with accumulation only the last micro-batch communicates", "[np2]") {
 TEST_CASE("compressed buckets average within the format's rounding and stay identical on all ranks", "[np2][np4]") {
   Fixture f;
   Axis dp("dp", f.dup);
-  for (const char* compression : {"fp16", "bf16"}) {
-    CAPTURE(compression);
+  for (auto compression : {Compression::Fp16, Compression::Bf16}) {
+    CAPTURE(name_of(compression));
     auto params = make_params();
     Reducer reducer(params, dp, 0.004, /*overlap=*/true, compression);
     reducer.zero_grad();
     reducer.begin_backward(true);
     for (std::size_t i = 0; i < params.size(); ++i) (params[i] * grad_of(i, f.rank, 0, params[i])).sum().backward();
+    CHECK(reducer.buckets_started() == 0);  // compression disables the overlap the deck asked for ...
     reducer.finish();
+    CHECK_FALSE(reducer.overlaps());        // ... and the reducer says so
+    CHECK(reducer.exchange() == GradExchange::Compressed);
+    CHECK(reducer.stats().steps[static_cast<std::size_t>(GradExchange::Compressed)] == 1);
     CHECK(reducer.bytes_sent() > 0);
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto expected = plain_average(grad_of(i, f.rank, 0, params[i]), f.size);
@@ -125,4 +129,25 @@ TEST_CASE("compressed buckets average within the format's rounding and stay iden
       CHECK(same_on_all_ranks(params[i].grad()));
     }
   }
+}
+
+TEST_CASE("a step handed to the optimizer keeps its gradients local and is reported as such", "[np2]") {
+  Fixture f;
+  Axis dp("dp", f.dup);
+  auto params = make_params();
+  Reducer reducer(params, dp, 0.004, /*overlap=*/true);
+  CHECK(reducer.overlaps());
+  reducer.zero_grad(/*local_gradients=*/true);
+  reducer.begin_backward(true);
+  for (std::size_t i = 0; i < params.size(); ++i) (params[i] * grad_of(i, f.rank, 0, params[i])).sum().backward();
+  CHECK(reducer.buckets_started() == 0);
+  reducer.finish();
+  CHECK(reducer.exchange() == GradExchange::Local);
+  CHECK(reducer.bytes_sent() == 0);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    CHECK(torch::equal(params[i].grad(), grad_of(i, f.rank, 0, params[i])));  // this rank's own
+  reducer.zero_grad();  // the next step exchanges again
+  CHECK(reducer.exchange() == GradExchange::Overlapped);
+  const auto& steps = reducer.stats().steps;
+  CHECK(steps[static_cast<std::size_t>(GradExchange::Local)] == 1);
 }

@@ -35,8 +35,8 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
     Trainer one_step(base, MPI_COMM_WORLD, quiet, 1.0);
     one_step.run();
     const auto after_step_1 = snapshot(one_step);
-    for (const char* kind : {"loss", "grad"}) {
-      CAPTURE(tp, kind);
+    for (auto kind : {NonfiniteFault::Loss, NonfiniteFault::Grad}) {
+      CAPTURE(tp, name_of(kind));
       Config c = base;
       c.train.steps = 2;
       c.debug.nonfinite = kind;
@@ -62,7 +62,7 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
 TEST_CASE("persistent non-finite steps stop the run with the step named, on every rank", "[np2]") {
   const auto dir = shared_dir("persistent");
   Config c = tiny(dir, 20, 4);
-  c.debug.nonfinite = "grad";
+  c.debug.nonfinite = NonfiniteFault::Grad;
   c.debug.nonfinite_step = 3;
   c.debug.nonfinite_steps = 100;
   c.debug.nonfinite_rank = 1;
@@ -80,14 +80,14 @@ TEST_CASE("out-of-memory backoff finishes with the losses of a run that started 
   const auto want = Trainer(small, MPI_COMM_WORLD, quiet, 1.0).run();
   Config big = tiny(dir, 4, 8);
   big.train.micro_batch = 4;
-  big.train.on_oom = "backoff";
+  big.train.on_oom = OnOom::Backoff;
   Trainer probe(big, MPI_COMM_WORLD, quiet, 1.0);  // the limit: between the sizes of 1 and 2 sequences
   big.debug.alloc_limit_mb = 1.5 * probe.model().activation_bytes(1, 4) / (1024.0 * 1024.0);
   Trainer backed_off(big, MPI_COMM_WORLD, quiet, 1.0);
   const auto got = backed_off.run();
   CHECK(backed_off.accumulation() == 4);
   CHECK(got.losses == want.losses);  // bit for bit
-  big.train.on_oom = "abort";
+  big.train.on_oom = OnOom::Abort;
   Trainer aborts(big, MPI_COMM_WORLD, quiet, 1.0);
   CHECK_THROWS_WITH(aborts.run(), Catch::Contains("step 1: out of memory in forward/backward on 2 rank(s)"));
 }
@@ -96,8 +96,8 @@ TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact",
   const auto dir = shared_dir("resume-scaler");
   auto config = [&](int steps) {
     Config c = tiny(dir, steps, 4);
-    c.precision.type = "bf16";
-    c.precision.loss_scaling = "dynamic";
+    c.precision.type = Precision::Bf16;
+    c.precision.loss_scaling = LossScaling::Dynamic;
     c.precision.init_scale = 1024;
     c.precision.growth_interval = 2;
     return c;
@@ -112,10 +112,12 @@ TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact",
   CHECK(part.loss_scale == 2048);  // not the initial scale, and one step into the next interval
   Config second = config(8);
   second.checkpoint.dir = first.checkpoint.dir;
-  second.checkpoint.resume = "auto";
+  second.checkpoint.resume = {Resume::Mode::Auto, ""};
   Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
   const auto rest = resumed.run();
   CHECK(rest.loss_scale == full.loss_scale);
+  REQUIRE(full.losses.size() == 8);
+  REQUIRE(rest.losses.size() == 5);
   for (int s = 3; s < 8; ++s) CHECK(rest.losses[s - 3] == full.losses[s]);
   CHECK(bitwise_equal(snapshot(resumed), snapshot(straight)));
 }

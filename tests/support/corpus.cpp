@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "gridtrain/data/prepare.hpp"
-#include "gridtrain/data/sampler.hpp"
+#include "gridtrain/util/hash.hpp"
 
 namespace gridtrain::test {
 

@@ -20,10 +20,18 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 #ifdef GRIDTRAIN_TESTS_NEED_CUDA
-  int have = gridtrain::cuda_available() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!have) {
-    if (rank == 0) std::printf("SKIPPED: no CUDA device visible on every rank; the GPU tests need one\n");
+  // NCCL needs a GPU of its own per rank: with more ranks on a node than devices, skip.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  int enough = gridtrain::cuda_device_count() >= local_ranks ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!enough) {
+    if (rank == 0)
+      std::printf("SKIPPED: fewer CUDA devices than ranks on a node (%d ranks here); the GPU tests need one GPU "
+                  "per rank\n", local_ranks);
     MPI_Finalize();
     return 77;
   }

@@ -33,12 +33,12 @@ TEST_CASE("linear and constant schedules, no warmup, and the linear scaling rule
   c.optim.min_lr = 0.0;
   c.optim.warmup_steps = 0;
   c.train.steps = 10;
-  c.optim.schedule = "linear";
+  c.optim.schedule = LrDecay::Linear;
   CHECK(LrSchedule(c)(0) == Approx(2.0));
   CHECK(LrSchedule(c)(5) == Approx(1.0));
-  c.optim.schedule = "constant";
+  c.optim.schedule = LrDecay::Constant;
   CHECK(LrSchedule(c)(9) == Approx(2.0));
-  c.optim.scale_lr = "linear";
+  c.optim.scale_lr = LrScaling::Linear;
   c.optim.reference_batch = 8;
   c.train.global_batch = 32;
   CHECK(LrSchedule(c).peak() == Approx(8.0));

@@ -3,8 +3,8 @@
 
 #include <stdexcept>
 
-#include "gridtrain/optim/loss_scaler.hpp"
-#include "gridtrain/optim/outlier_guard.hpp"
+#include "gridtrain/precision/loss_scaler.hpp"
+#include "gridtrain/precision/outlier_window.hpp"
 
 using namespace gridtrain;
 

@@ -16,6 +16,8 @@
 
 #include <mpi.h>
 
+#include "gridtrain/config/config.hpp"
+
 namespace gridtrain {
 
 /// "step-00000010.h5" for step 10.
@@ -38,8 +40,8 @@ struct ResumeChoice {
 };
 
 /// checkpoint.resume resolved against checkpoint.dir. Collective over comm.
-///  - "none": nullopt.
-///  - "auto" or a directory D: D's `latest` if it names a checkpoint that passes
+///  - none: nullopt.
+///  - auto (D = dir) or a directory D: D's `latest` if it names a checkpoint that passes
 ///    checkpoint_problem(); otherwise (latest missing, empty, unreadable, naming a missing,
 ///    truncated or corrupt file) the newest step file that passes, with the reason for the
 ///    fallback. nullopt when D holds no checkpoint file at all.
@@ -47,7 +49,7 @@ struct ResumeChoice {
 ///  - any other path: that file (load() verifies it).
 /// Throws gridtrain::Error when D holds checkpoint files but none passes (each named with its
 /// problem), or a pointer names nothing: starting fresh there would lose the run.
-std::optional<ResumeChoice> choose_resume(const std::string& resume, const std::string& dir, MPI_Comm comm);
+std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string& dir, MPI_Comm comm);
 
 /// The run a checkpoint belongs to (its root attribute run_id), or "" when it has none or
 /// cannot be read. Local (serial HDF5 open).

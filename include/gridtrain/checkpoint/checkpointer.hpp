@@ -27,8 +27,10 @@
 #include <mpi.h>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/language_model.hpp"
+#include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/watchdog.hpp"
@@ -38,10 +40,6 @@ namespace gridtrain {
 class Optimizer;
 class Grid;
 struct Snapshot;
-
-/// Replicated step-loop state (loss scaler, skip counters, outlier windows) by name: fp64
-/// attributes of the group /train, the same on every rank.
-using TrainState = std::vector<std::pair<std::string, std::vector<double>>>;
 
 /// The corpus a run trains on, stored in each checkpoint and compared at resume: the data
 /// position means nothing in another file.
@@ -66,7 +64,7 @@ class Checkpointer {
   Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus);
   ~Checkpointer();
 
-  bool enabled() const { return cfg_.checkpoint.dir != "none"; }
+  bool enabled() const { return cfg_.checkpoint.enabled(); }
   /// Whether a checkpoint is due after `step` steps (interval, or the last step).
   bool due(long long step) const;
   /// Saves the state after `step` steps; sample_index is the sampler's next global sample index
@@ -115,6 +113,11 @@ class Checkpointer {
   void write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn);
   /// The same for a load: a failure on every rank throws gridtrain::Error, on some ranks aborts.
   void read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn);
+  /// load()'s parts: the root, /optim, /data and /train attributes into `at` (returns a note
+  /// for the log), the corpus check, the per-rank state (true when residuals were reset).
+  std::string read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at);
+  std::string check_corpus(hid_t data) const;
+  bool read_rank_state(CheckpointFile& file, Optimizer& opt);
   /// Deletes this run's checkpoints older than `step` beyond checkpoint.keep_last (rank 0).
   void prune(long long step);
   void join_writer();

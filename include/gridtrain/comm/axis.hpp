@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -36,10 +37,11 @@ class Work {
   };
 
   Work() = default;
-  Work(MPI_Request req, std::string what, double timeout_s)
-      : req_(req), what_(std::move(what)), timeout_s_(timeout_s) {}
-  Work(std::unique_ptr<Pending> pending, std::string what, double timeout_s)
-      : pending_(std::move(pending)), what_(std::move(what)), timeout_s_(timeout_s) {}
+  /// waited_s, when given, accumulates the seconds spent in wait() (the axis's wait_s()).
+  Work(MPI_Request req, std::string what, double timeout_s, double* waited_s = nullptr)
+      : req_(req), what_(std::move(what)), timeout_s_(timeout_s), waited_s_(waited_s) {}
+  Work(std::unique_ptr<Pending> pending, std::string what, double timeout_s, double* waited_s = nullptr)
+      : pending_(std::move(pending)), what_(std::move(what)), timeout_s_(timeout_s), waited_s_(waited_s) {}
   Work(Work&& o) noexcept;
   Work& operator=(Work&& o) noexcept;
   Work(const Work&) = delete;
@@ -54,11 +56,13 @@ class Work {
 
  private:
   bool pending() const { return req_ != MPI_REQUEST_NULL || pending_; }
+  void wait_pending();
 
   MPI_Request req_ = MPI_REQUEST_NULL;
   std::unique_ptr<Pending> pending_;
   std::string what_;
   double timeout_s_ = 0;
+  double* waited_s_ = nullptr;
 };
 
 class DeviceComm;
@@ -78,7 +82,7 @@ class Axis {
   MPI_Comm comm() const { return comm_; }
 
   /// From now on the buffer operations below run on `device` (the nccl backend) and take
-  /// device pointers. The double allreduce stays on MPI (host scalars).
+  /// device pointers. The blocking operations stay on MPI (host scalars).
   void attach(std::unique_ptr<DeviceComm> device);
   /// "mpi" or "nccl".
   const char* backend() const;
@@ -101,10 +105,22 @@ class Axis {
   Work send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
   Work recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
 
-  /// Blocking sum- and max-allreduce of a few doubles in place (losses, norms, counters, flags),
-  /// under the same timeout as the non-blocking operations. Not counted in bytes_sent().
-  void allreduce_sum(double* data, int n, const std::string& label = "");
-  void allreduce_max(double* data, int n, const std::string& label = "");
+  // Blocking operations on host values (losses, norms, counters, flags, timings, metadata),
+  // under the same timeout as the non-blocking ones, on MPI whatever the backend. Not counted
+  // in bytes_sent().
+
+  /// In-place sum / maximum / minimum over the axis of n doubles.
+  void blocking_sum(double* data, int n, const std::string& label = "");
+  void blocking_max(double* data, int n, const std::string& label = "");
+  void blocking_min(double* data, int n, const std::string& label = "");
+  /// Every rank's text, in rank order.
+  std::vector<std::string> blocking_gather_text(const std::string& mine, const std::string& label = "");
+
+  /// The ranks of this axis with the same color as a new axis (ordered by key, then rank), named
+  /// `name`, with this axis's timeout and backend; nullptr for color MPI_UNDEFINED. Collective.
+  std::unique_ptr<Axis> split(int color, int key, std::string name) const;
+  /// Seconds this rank has waited in Work::wait() for this axis's operations.
+  double wait_s() const { return wait_s_; }
 
   /// Bytes this rank has sent on the axis by the buffer operations: a ring allreduce sends
   /// 2(p−1)/p of the buffer, reduce-scatter and all-gather (p−1)/p of the whole, all-to-all
@@ -116,6 +132,8 @@ class Axis {
   std::string describe(const char* op, const std::string& label);
   std::uint64_t ring_share(std::size_t bytes) const;  // (p−1)/p of bytes
   void blocking_allreduce(double* data, int n, MPI_Op op, const char* name, const std::string& label);
+  /// Waits for req, numbered and named like the other operations, under the timeout.
+  void finish_blocking(MPI_Request req, const char* op, const std::string& label);
   /// Numbers the operation and posts it: on the device backend with device(DeviceComm&),
   /// which returns its Pending, else with mpi(what, &request).
   template <class Mpi, class Device>
@@ -127,6 +145,7 @@ class Axis {
   double timeout_s_ = 0;
   unsigned long long seq_ = 0;  // operations issued on this axis
   std::uint64_t bytes_ = 0;
+  double wait_s_ = 0;
   std::unique_ptr<DeviceComm> device_;
 };
 

@@ -31,7 +31,12 @@ class Compressor {
   virtual void decompress(const unsigned char* in, std::size_t n, float* out) const = 0;
 };
 
-/// "fp16" | "bf16" | "onebit". Throws std::invalid_argument for anything else.
-std::unique_ptr<Compressor> make_compressor(const std::string& name);
+enum class CompressorKind { Fp16, Bf16, OneBit };
+/// Where a compressor's buffers live: host memory (vectorized CPU loops) or a CUDA device (the
+/// cuda build's kernels, queued on the compute stream).
+enum class Memory { Host, Cuda };
+
+/// The one factory of compressors. Throws std::runtime_error for Memory::Cuda in a CPU build.
+std::unique_ptr<Compressor> make_compressor(CompressorKind kind, Memory where);
 
 }  // namespace gridtrain

@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/comm/compressor.hpp"
 
 namespace gridtrain {
 
@@ -34,8 +35,10 @@ class DeviceComm {
   virtual Op recv(void* data, std::size_t bytes, int peer) = 0;
 };
 
+/// CUDA devices visible to this process (0 in a CPU build).
+int cuda_device_count();
 /// Whether this build has the GPU path and at least one CUDA device is visible.
-bool cuda_available();
+inline bool cuda_available() { return cuda_device_count() > 0; }
 
 /// Picks this rank's CUDA device (node-local rank modulo the visible devices), makes it
 /// current and returns its index. Collective over world. Throws std::runtime_error without a
@@ -46,10 +49,8 @@ int select_cuda_device(MPI_Comm world);
 /// Throws std::runtime_error naming the axis when NCCL fails, and in a CPU build.
 std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm comm, const std::string& axis);
 
-class Compressor;
-/// The CUDA kernels of a compression format (comm/compressor.hpp), on device pointers, queued on
-/// the compute stream. Throws std::runtime_error in a CPU build, std::invalid_argument for an
-/// unknown name.
-std::unique_ptr<Compressor> make_cuda_compressor(const std::string& name);
+/// The CUDA kernels of a compression format, on device pointers, queued on the compute stream;
+/// reached through make_compressor(kind, Memory::Cuda). Throws std::runtime_error in a CPU build.
+std::unique_ptr<Compressor> make_cuda_compressor(CompressorKind kind);
 
 }  // namespace gridtrain

@@ -6,11 +6,53 @@
 // The key table (name, default, meaning, valid values) lives in config/keys.cpp and drives
 // --help, the effective-config echo and docs/deck-reference.md.
 #pragma once
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace gridtrain {
+
+// Enum-valued keys. Each enum's deck spellings are enum_names(E{}), indexed by the enumerator's
+// value; name_of(e) gives one back for messages and the effective-config echo.
+enum class ModelType { Gpt };
+enum class OptimizerType { AdamW, Sgd, OnebitAdam };
+enum class LrDecay { Cosine, Linear, Constant };
+enum class LrScaling { None, Linear };
+enum class DeviceKind { Auto, Cpu, Cuda };
+enum class OnOom { Abort, Backoff };
+enum class PipelineSchedule { OneFOneB, GPipe };
+enum class Precision { Fp32, Bf16, Fp16 };
+enum class LossScaling { Auto, Dynamic, None };
+enum class Compression { None, Fp16, Bf16 };
+enum class Backend { Auto, Mpi, Nccl };
+enum class NonfiniteFault { None, Loss, Grad };
+
+constexpr auto enum_names(ModelType) { return std::array{"gpt"}; }
+constexpr auto enum_names(OptimizerType) { return std::array{"adamw", "sgd", "onebit_adam"}; }
+constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "constant"}; }
+constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
+constexpr auto enum_names(DeviceKind) { return std::array{"auto", "cpu", "cuda"}; }
+constexpr auto enum_names(OnOom) { return std::array{"abort", "backoff"}; }
+constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe"}; }
+constexpr auto enum_names(Precision) { return std::array{"fp32", "bf16", "fp16"}; }
+constexpr auto enum_names(LossScaling) { return std::array{"auto", "dynamic", "none"}; }
+constexpr auto enum_names(Compression) { return std::array{"none", "fp16", "bf16"}; }
+constexpr auto enum_names(Backend) { return std::array{"auto", "mpi", "nccl"}; }
+constexpr auto enum_names(NonfiniteFault) { return std::array{"none", "loss", "grad"}; }
+
+/// The deck spelling of e ("fp16", "1f1b", ...).
+template <class E>
+constexpr const char* name_of(E e) {
+  return enum_names(e)[static_cast<std::size_t>(e)];
+}
+
+/// checkpoint.resume: none, auto, or a path (a checkpoint file, a directory, a `latest` pointer).
+struct Resume {
+  enum class Mode { None, Auto, Path } mode = Mode::None;
+  std::string path;  ///< Mode::Path only
+};
 
 struct Config {
   struct Grid {
@@ -20,7 +62,7 @@ struct Config {
     std::string stage_layers = "auto";  ///< layers per pipeline stage: auto | "n0,n1,..."
   } grid;
   struct Model {
-    std::string type = "gpt";
+    ModelType type = ModelType::Gpt;
     int n_layer = 4;
     int n_head = 4;
     int n_embd = 128;
@@ -32,11 +74,11 @@ struct Config {
     bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
   } data;
   struct Optim {
-    std::string type = "adamw";
+    OptimizerType type = OptimizerType::AdamW;
     double lr = 1e-3;           ///< peak learning rate (before the linear scaling rule)
     double min_lr = 1e-4;       ///< floor the decay ends at
     int warmup_steps = 100;     ///< linear warmup length, steps
-    std::string schedule = "cosine";
+    LrDecay schedule = LrDecay::Cosine;
     int decay_steps = 0;        ///< step at which decay reaches min_lr; 0 = train.steps
     double weight_decay = 0.1;  ///< decoupled (AdamW), on >= 2-D weights only
     double beta1 = 0.9;
@@ -45,7 +87,7 @@ struct Config {
     double momentum = 0.9;  ///< sgd only
     int freeze_step = 100;  ///< onebit_adam: full-precision Adam steps before compression starts
     double clip_grad = 1.0;  ///< max global L2 norm; 0 = off
-    std::string scale_lr = "none";  ///< none | linear (lr × global_batch / reference_batch)
+    LrScaling scale_lr = LrScaling::None;  ///< linear: lr × global_batch / reference_batch
     int reference_batch = 0;        ///< batch that optim.lr was tuned for (linear rule)
   } optim;
   struct Train {
@@ -55,17 +97,17 @@ struct Config {
     int eval_interval = 100;  ///< steps between validation passes; 0 = only at the end
     int eval_samples = 256;   ///< validation windows per pass (fixed subset)
     std::uint64_t seed = 1337;
-    std::string device = "auto";  ///< auto | cpu | cuda (auto: cuda when built for it and a GPU is visible)
+    DeviceKind device = DeviceKind::Auto;  ///< auto: cuda when built for it and a GPU is visible
     int max_consecutive_skips = 10;  ///< non-finite steps in a row (at the minimum loss scale) before aborting
     bool skip_outliers = false;      ///< skip steps whose loss or grad norm is a z-score outlier
     int outlier_window = 100;        ///< accepted steps the z-score is taken over
     double outlier_z = 6.0;          ///< z-score above which a step is an outlier
-    std::string on_oom = "abort";    ///< abort | backoff (halve the micro-batch, double accumulation)
-    std::string schedule = "1f1b";   ///< pipeline schedule: 1f1b | gpipe
+    OnOom on_oom = OnOom::Abort;     ///< backoff: halve the micro-batch, double accumulation
+    PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   } train;
   struct Precision {
-    std::string type = "fp32";          ///< fp32 | bf16 | fp16 (autocast compute; fp32 master weights)
-    std::string loss_scaling = "auto";  ///< auto (dynamic for fp16) | dynamic | none
+    gridtrain::Precision type = gridtrain::Precision::Fp32;  ///< autocast compute; fp32 master weights
+    LossScaling loss_scaling = LossScaling::Auto;  ///< auto: dynamic for fp16
     double init_scale = 65536.0;
     double growth_factor = 2.0;
     double backoff_factor = 0.5;
@@ -77,15 +119,16 @@ struct Config {
     double bucket_mb = 25.0;  ///< gradient bucket size, MiB
     bool overlap = true;      ///< start each bucket's allreduce during backward
     double timeout_s = 300;   ///< a communication taking longer is an error; 0 = no limit
-    std::string compression = "none";  ///< none | fp16 | bf16 (gradient exchange format)
-    std::string backend = "auto";      ///< auto | mpi | nccl (auto: nccl on cuda, else mpi)
+    Compression compression = Compression::None;  ///< gradient exchange format
+    Backend backend = Backend::Auto;  ///< auto: nccl on cuda, else mpi
   } comm;
   struct Checkpoint {
     std::string dir = "none";  ///< directory of step-XXXXXXXX.h5 and `latest`; none = no checkpoints
     int interval = 0;          ///< steps between checkpoints; 0 = only after the last step
     int keep_last = 3;         ///< checkpoints kept (older ones are deleted)
     bool async = false;        ///< write in the background (needs MPI_THREAD_MULTIPLE)
-    std::string resume = "none";  ///< none | auto (latest in dir, if any) | path of a checkpoint
+    Resume resume;
+    bool enabled() const { return dir != "none"; }
   } checkpoint;
   struct Output {
     std::string dir = "out";
@@ -98,7 +141,7 @@ struct Config {
     double slow_checkpoint_s = 0.0;  ///< fault injection: sleep before closing a checkpoint file
     int stall_rank = -1;             ///< fault injection: this world rank stalls at the start of step 2
     double stall_s = 0.0;            ///< ... for this many seconds (a rank late to its collectives)
-    std::string nonfinite = "none";  ///< fault injection: none | loss | grad (NaN loss / Inf gradient)
+    NonfiniteFault nonfinite = NonfiniteFault::None;  ///< fault injection: NaN loss / Inf gradient
     int nonfinite_step = 1;          ///< ... first step (1-based) it happens at
     int nonfinite_steps = 1;         ///< ... for this many steps in a row
     int nonfinite_rank = 0;          ///< ... on this world rank

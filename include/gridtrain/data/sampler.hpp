@@ -3,7 +3,7 @@
 // The training split is cut into W = (N - 1) / T windows of T + 1 tokens at stride T (each
 // target token is covered once per epoch). Global sample index g (= step · global_batch + j)
 // belongs to epoch e = g / W and reads window perm_e[g mod W], where perm_e is a Fisher–Yates
-// shuffle driven by splitmix64(seed, e). So the global batch of step s is a function of
+// shuffle driven by splitmix64(seed, e) (util/hash.hpp). So the global batch of step s is a function of
 // (seed, s) alone, and dp rank r reads its contiguous slice of it: every dp layout sees the same
 // samples at the same step, whatever the timing. The state to checkpoint is (seed, g).
 #pragma once
@@ -12,9 +12,6 @@
 #include <vector>
 
 namespace gridtrain {
-
-/// splitmix64 (Steele, Lea & Flood 2014): a counter-based 64-bit mixer.
-std::uint64_t splitmix64(std::uint64_t x);
 
 class Sampler {
  public:

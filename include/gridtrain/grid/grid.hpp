@@ -55,4 +55,8 @@ class Grid {
   std::unique_ptr<Axis> dp_, tp_, pp_, all_;
 };
 
+/// Collective over the axis (the whole grid): the stop signal any rank received (the largest;
+/// util/signals.hpp), or 0. Under comm.timeout_s, like every step-loop reduction.
+int agree_stop_signal(Axis& grid);
+
 }  // namespace gridtrain

@@ -14,6 +14,7 @@
 // also wte and wpe, the last ln_f and (with pp > 1) its own copy of wte for the tied head,
 // whose gradient the trainer sums with the first stage's.
 #pragma once
+#include "gridtrain/comm/axis.hpp"
 #include "gridtrain/model/language_model.hpp"
 
 namespace gridtrain {

@@ -6,7 +6,8 @@
 
 #include <torch/torch.h>
 
-#include "gridtrain/parallel/tensor_parallel.hpp"
+#include "gridtrain/model/layout.hpp"
+#include "gridtrain/parallel/shard.hpp"
 
 namespace gridtrain {
 
@@ -35,13 +36,6 @@ class LanguageModel : public torch::nn::Module {
   virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
   /// Sets every parameter from (seed, parameter name) alone, independent of the process grid.
   virtual void initialize(std::uint64_t seed) = 0;
-};
-
-/// Where this rank's part of the model sits in the grid.
-struct ModelLayout {
-  Axis* tp = nullptr;  ///< null: no tensor parallelism
-  int stage = 0, stages = 1;
-  std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
 };
 
 /// What this rank's part of a model holds and costs, known without building it (--dry-run).

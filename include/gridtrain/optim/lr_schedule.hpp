@@ -13,11 +13,9 @@
 //
 // The seed article's warmup started at lr 0, which wastes the first step; (s + 1) / W does not.
 #pragma once
-#include <string>
+#include "gridtrain/config/config.hpp"
 
 namespace gridtrain {
-
-struct Config;
 
 class LrSchedule {
  public:
@@ -31,7 +29,7 @@ class LrSchedule {
  private:
   double peak_, min_;
   long long warmup_, decay_;
-  std::string kind_;
+  LrDecay kind_;
 };
 
 }  // namespace gridtrain

@@ -21,10 +21,8 @@ struct FeedbackState {
   torch::Tensor server;  ///< (n / p rounded up,) fp32, for the chunk this rank owns
 };
 
-/// The compressor kernels for tensors on `device` (CPU: vectorized host loops; CUDA: the cuda
-/// build's kernels). Throws std::invalid_argument for an unknown name, std::runtime_error for
-/// CUDA in a CPU build.
-std::unique_ptr<Compressor> make_compressor(const std::string& name, const torch::Device& device);
+/// Where t's buffers live, for make_compressor.
+inline Memory memory_of(const torch::Tensor& t) { return t.is_cuda() ? Memory::Cuda : Memory::Host; }
 
 /// Replaces data, a contiguous (n,) fp32 tensor on c's device, by its mean over the axis,
 /// exchanged in compressed form. state is used and updated when the compressor has error

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "gridtrain/config/config.hpp"
+
 namespace gridtrain {
 
 struct PipeOp {
@@ -13,14 +15,13 @@ struct PipeOp {
 };
 
 /// The passes of `stage` (0-based) of `stages` for `micro_batches` micro-batches, in order.
-///   "1f1b"  (PipeDream-Flush; Narayanan et al. 2021, "Efficient Large-Scale Language Model
+///   1f1b   (PipeDream-Flush; Narayanan et al. 2021, "Efficient Large-Scale Language Model
 ///           Training on GPU Clusters Using Megatron-LM", §2.2.1): min(stages − stage − 1, m)
 ///           warm-up forwards, then one forward and one backward in turn, then the remaining
 ///           backwards; at most stages − stage activations in flight.
-///   "gpipe" (Huang et al. 2019): every forward, then every backward.
-/// Both have the bubble (p − 1)/(m + p − 1) of the step. Throws std::invalid_argument for an
-/// unknown kind.
-std::vector<PipeOp> pipeline_schedule(const std::string& kind, int stage, int stages, int micro_batches);
+///   gpipe  (Huang et al. 2019): every forward, then every backward.
+/// Both have the bubble (p − 1)/(m + p − 1) of the step.
+std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches);
 
 /// Layers per stage. rule "auto": n_layer split as evenly as possible, the first n_layer % stages
 /// stages taking one more; otherwise a comma-separated list of stages counts adding up to

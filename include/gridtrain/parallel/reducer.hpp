@@ -14,9 +14,12 @@
 // the same sum, so replicas stay bitwise identical, with or without overlap.
 //
 // With comm.compression = fp16 | bf16 each bucket is exchanged by the two-phase compressed
-// allreduce (comm/compressor.hpp) in finish(), without overlap for now.
+// allreduce (comm/compressor.hpp) in finish(), without overlap for now. A step whose optimizer
+// exchanges its own state (1-bit Adam after its freeze) keeps its gradients local. The Reducer is
+// the one owner of that decision (zero_grad) and reports what it did (stats()), so the summary
+// prints the exchange that happened, not the deck's wish.
 #pragma once
-#include <chrono>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,28 +27,49 @@
 #include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/config/config.hpp"
 #include "gridtrain/parallel/compressed_allreduce.hpp"
+#include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
+
+/// How a step's gradients were exchanged over dp.
+enum class GradExchange {
+  Overlapped,  ///< fp32 allreduce, buckets started during backward
+  Blocking,    ///< fp32 allreduce started in finish() (comm.overlap = false)
+  Compressed,  ///< two-phase fp16/bf16 exchange in finish()
+  Local,       ///< none: the optimizer exchanges its own state (1-bit Adam after its freeze)
+  kCount
+};
+/// "overlapped with backward", ... as printed in the summary.
+const char* describe(GradExchange e);
+
+/// What the Reducer did over a run, on this rank.
+struct ExchangeStats {
+  std::array<long long, static_cast<std::size_t>(GradExchange::kCount)> steps{};  ///< steps per kind
+  double in_flight_s = 0;  ///< from each step's first bucket start to the end of finish(), summed
+  double exposed_s = 0;    ///< seconds spent inside finish() (communication backward did not hide)
+};
 
 class Reducer {
  public:
   /// params in registration order; bucket_mb > 0 (MiB). A tensor larger than a bucket gets a
-  /// bucket of its own. compression: "none" or a name make_compressor() knows.
+  /// bucket of its own. Overlap happens only without compression and with dp > 1.
   Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap,
-          const std::string& compression = "none");
+          Compression compression = Compression::None);
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  /// Zeroes all buckets (the .grad views stay valid) and the step's counters.
-  void zero_grad();
+  /// Zeroes all buckets (the .grad views stay valid) and the step's counters, and decides this
+  /// step's exchange: local when the optimizer exchanges its own state (local_gradients).
+  void zero_grad(bool local_gradients = false);
   /// Call before each micro-batch's backward; `last` marks the one whose gradients are
   /// communicated (with gradient accumulation, earlier micro-batches do not communicate).
   void begin_backward(bool last);
-  /// Starts every bucket not started yet, waits for all, and averages over dp. Returns the
-  /// seconds spent here (exposed communication).
-  double finish();
+  /// Starts every bucket not started yet, waits for all, and averages over dp (nothing for a
+  /// local step).
+  void finish();
   /// Multiplies every gradient by factor (clipping).
   void scale(double factor);
 
@@ -55,9 +79,11 @@ class Reducer {
   /// Bytes this rank sent on the dp axis in this step: 2(p−1)/p · bucket bytes per bucket (ring
   /// allreduce, Patarasuk & Yuan 2009), or what the compressed exchange sent.
   std::uint64_t bytes_sent() const { return bytes_; }
-  /// Seconds from the first bucket's start to the end of finish() in this step (total
-  /// communication time, exposed or hidden behind backward).
-  double comm_s() const { return comm_s_; }
+  /// This step's exchange (valid after zero_grad).
+  GradExchange exchange() const { return exchange_; }
+  /// Whether buckets start during backward (comm.overlap and no compression, dp > 1).
+  bool overlaps() const { return overlap_; }
+  const ExchangeStats& stats() const { return stats_; }
 
  private:
   void mark_ready(std::size_t bucket);
@@ -78,10 +104,11 @@ class Reducer {
   using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
   std::vector<std::pair<AccumulatorPtr, std::uintptr_t>> hooks_;
   bool communicating_ = false;
+  GradExchange exchange_ = GradExchange::Blocking;
   std::size_t next_ = 0;  // next bucket to start
   std::uint64_t bytes_ = 0;
-  double comm_s_ = 0;
-  std::chrono::steady_clock::time_point first_start_;
+  Stopwatch in_flight_;   // since this step's first bucket started
+  ExchangeStats stats_;
 };
 
 }  // namespace gridtrain

@@ -1,8 +1,8 @@
 // Graceful stop on SIGUSR1 (Slurm's --signal=B:USR1@T) and SIGTERM (scancel, preemption): the
 // handler only records the signal; at the next step boundary all ranks agree on it with one
-// reduction (so one signalled rank is enough), save a checkpoint and exit with kExitStopped.
+// reduction (agree_stop_signal in grid/grid.hpp: one signalled rank is enough), save a
+// checkpoint and exit with kExitStopped.
 #pragma once
-#include "gridtrain/comm/axis.hpp"
 
 namespace gridtrain {
 
@@ -14,8 +14,7 @@ inline constexpr int kExitStopped = 75;
 /// and otherwise ignored, so they cannot interrupt a checkpoint write.
 void install_stop_handlers();
 
-/// Collective over the axis (the whole grid): the signal number any rank received (the
-/// largest), or 0. Under comm.timeout_s, like every step-loop reduction.
-int agree_stop_signal(Axis& grid);
+/// The last stop signal this process received, or 0 (grid/grid.hpp agrees on it over the grid).
+int received_stop_signal();
 
 }  // namespace gridtrain

@@ -1,8 +1,6 @@
-#include "gridtrain/util/autocast.hpp"
+#include "gridtrain/precision/autocast.hpp"
 
 #include <ATen/autocast_mode.h>
-
-#include <stdexcept>
 
 namespace gridtrain {
 namespace {
@@ -28,14 +26,16 @@ void set_dtype(torch::DeviceType t, torch::ScalarType d) {
 
 }  // namespace
 
-torch::ScalarType compute_dtype(const std::string& precision) {
-  if (precision == "fp32") return torch::kFloat;
-  if (precision == "bf16") return torch::kBFloat16;
-  if (precision == "fp16") return torch::kHalf;
-  throw std::invalid_argument("unknown precision '" + precision + "'; valid: fp32 bf16 fp16");
+torch::ScalarType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::Bf16: return torch::kBFloat16;
+    case Precision::Fp16: return torch::kHalf;
+    case Precision::Fp32: break;
+  }
+  return torch::kFloat;
 }
 
-AutocastGuard::AutocastGuard(const std::string& precision, const torch::Device& device) : type_(device.type()) {
+AutocastGuard::AutocastGuard(Precision precision, const torch::Device& device) : type_(device.type()) {
   const auto d = compute_dtype(precision);
   if (d == torch::kFloat) return;
   active_ = true;

@@ -1,4 +1,4 @@
-#include "gridtrain/optim/outlier_guard.hpp"
+#include "gridtrain/precision/outlier_window.hpp"
 
 #include <cmath>
 #include <stdexcept>

@@ -2,21 +2,20 @@
 // Python. Matmuls and linear layers run in bf16 (CPU, CUDA) or fp16 (CUDA); parameters,
 // gradients and optimizer state stay fp32, and the loss is computed in fp32 by the model.
 #pragma once
-#include <string>
-
 #include <torch/torch.h>
+
+#include "gridtrain/config/config.hpp"
 
 namespace gridtrain {
 
-/// The compute dtype of precision.type ("fp32" → kFloat, "bf16" → kBFloat16, "fp16" → kHalf).
-/// Throws std::invalid_argument for anything else.
-torch::ScalarType compute_dtype(const std::string& precision);
+/// The compute dtype of precision.type: fp32 → kFloat, bf16 → kBFloat16, fp16 → kHalf.
+torch::ScalarType compute_dtype(Precision precision);
 
 /// Enables autocast on device's type for its lifetime (no-op for fp32), restoring the previous
 /// state after. Not copyable; nest freely.
 class AutocastGuard {
  public:
-  AutocastGuard(const std::string& precision, const torch::Device& device);
+  AutocastGuard(Precision precision, const torch::Device& device);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

@@ -1,4 +1,4 @@
-#include "gridtrain/optim/loss_scaler.hpp"
+#include "gridtrain/precision/loss_scaler.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,38 @@
+// The launch plan: what follows from the deck and the world before anything is built — the grid
+// shape, the layers of each pipeline stage, gradient accumulation, the device and the backend.
+// Computed once, shared by the Trainer and --dry-run. Like parse_config() for the deck,
+// plan_launch() collects every problem of the deck on this world and reports them together.
+#pragma once
+#include <vector>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
+
+namespace gridtrain {
+
+struct ModelLayout;
+
+struct LaunchPlan {
+  GridShape shape;                ///< dp × tp × pp = the world size
+  std::vector<int> stage_layers;  ///< transformer layers of each pipeline stage (grid.stage_layers)
+  int accumulation = 1;           ///< micro-batches per step and dp rank: global = micro · dp · accumulation
+  bool cuda = false;              ///< train.device resolved (auto: a CUDA build that sees a GPU)
+  bool nccl = false;              ///< comm.backend resolved (auto: nccl exactly when on CUDA)
+};
+
+/// The plan of c on a world of world_size ranks. Throws gridtrain::Error listing every problem
+/// found (the world does not fit the grid, n_head not divisible by tp, more stages than layers,
+/// a bad grid.stage_layers, global_batch not a multiple of micro_batch · dp, options that need
+/// tp = pp = 1, fault injection that could never fire, a device or backend this build or
+/// machine lacks), each naming the keys and what would be valid.
+LaunchPlan plan_launch(const Config& c, int world_size);
+
+/// This rank's part of the model on grid: its tp axis, its stage and that stage's layers.
+ModelLayout model_layout(const LaunchPlan& plan, Grid& grid);
+
+/// Puts this rank on its device: with plan.cuda, picks its GPU (node-local rank) and, with
+/// plan.nccl, switches the grid's axes to NCCL. Returns the CUDA device index, or -1 for the CPU.
+/// Collective over the grid. Throws gridtrain::Error when the GPU or NCCL cannot be set up.
+int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid);
+
+}  // namespace gridtrain

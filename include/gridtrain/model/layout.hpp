@@ -1,0 +1,17 @@
+// Where this rank's part of a model sits in the process grid (torch-free: the launch plan and
+// --dry-run use it).
+#pragma once
+#include <cstdint>
+
+namespace gridtrain {
+
+class Axis;
+
+/// Where this rank's part of the model sits in the grid.
+struct ModelLayout {
+  Axis* tp = nullptr;  ///< null: no tensor parallelism
+  int stage = 0, stages = 1;
+  std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
+};
+
+}  // namespace gridtrain

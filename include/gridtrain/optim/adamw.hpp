@@ -1,0 +1,37 @@
+// AdamW, and the Adam slot and update it shares with 1-bit Adam.
+#pragma once
+#include <vector>
+
+#include "gridtrain/optim/optimizer.hpp"
+
+namespace gridtrain {
+
+/// One parameter's Adam state; shared by AdamW and OnebitAdam.
+struct AdamSlot {
+  NamedParameter p;
+  torch::Tensor exp_avg, exp_avg_sq;  // shaped like p
+  bool decay;                         // >= 2-D weights only
+};
+
+/// p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + ε), the AdamW parameter update given the
+/// slot's moments and bias corrections bc1 = 1 − β1^t, bc2_sqrt = sqrt(1 − β2^t).
+void adam_apply(AdamSlot& s, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay);
+/// "<param>/exp_avg" and "<param>/exp_avg_sq" of every slot.
+std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
+
+/// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization"), the same update as
+/// torch.optim.AdamW: p ← p·(1 − lr·wd); m ← β1 m + (1 − β1) g; v ← β2 v + (1 − β2) g²;
+/// p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε).
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay);
+  void step(double lr) override;
+  std::string type() const override { return "adamw"; }
+  std::vector<NamedParameter> state() override { return adam_state(slots_); }
+
+ private:
+  std::vector<AdamSlot> slots_;
+  double beta1_, beta2_, eps_, wd_;
+};
+
+}  // namespace gridtrain

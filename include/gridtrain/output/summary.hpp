@@ -1,0 +1,63 @@
+// The end of a run, as LAMMPS' Finish::end is to Verlet::run: the loop time, performance
+// (tokens/s, samples/s, MFU), the MPI task timing breakdown, the gradient exchange that really
+// happened, bytes per axis, checkpoints, stability and memory, and the final validation loss.
+// With it the throughput accounting that the thermo lines and the summary share.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+
+#include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
+#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/precision/step_guard.hpp"
+#include "gridtrain/util/log.hpp"
+#include "gridtrain/util/timer.hpp"
+
+namespace gridtrain {
+
+/// Training throughput: tokens/s, wall ms per step and MFU over the whole loop and over each
+/// thermo interval (validation excluded). MFU = FLOPs per step (6N + 12LCT per token, Kaplan et
+/// al. 2020 plus attention) × steps / seconds / the peak summed over ranks.
+class Throughput {
+ public:
+  struct Rate {
+    double tokens_per_s = 0, step_ms = 0, mfu = 0;
+  };
+  /// Per step over the whole grid: tokens and training FLOPs; peak_flops: FLOP/s summed over
+  /// ranks. The first interval starts now.
+  Throughput(double tokens_per_step, double flops_per_step, double peak_flops);
+  void step() { ++interval_steps_; }
+  /// Seconds of the current interval that were not training (validation).
+  void exclude(double seconds) { excluded_s_ += seconds; }
+  /// The rate since the previous interval() or construction; starts the next interval.
+  Rate interval();
+  /// The rate of `steps` steps in `seconds`.
+  Rate over(long long steps, double seconds) const;
+
+ private:
+  double tokens_per_step_, flops_per_step_, peak_flops_;
+  Stopwatch interval_;
+  long long interval_steps_ = 0;
+  double excluded_s_ = 0;
+};
+
+/// What the summary reports; the Trainer fills it at the end of its loop.
+struct RunRecord {
+  long long steps = 0;           ///< steps run in this process (after a resume: since it)
+  double loop_s = 0;             ///< this rank's loop wall time
+  Throughput::Rate rate;         ///< over the loop
+  double tokens_per_step = 0;    ///< global
+  double peak_gflops = 0;        ///< this rank's peak
+  std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
+  int cuda_device = -1;          ///< the rank's CUDA device, or -1 on the CPU
+  std::optional<double> final_val_loss;
+  std::size_t val_windows = 0;
+};
+
+/// Prints the end-of-run report on rank 0. Collective over the grid (reductions over ranks).
+void print_summary(const RunRecord& run, const Config& c, const Timer& timer, const Reducer& reducer,
+                   const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid, Log& log);
+
+}  // namespace gridtrain

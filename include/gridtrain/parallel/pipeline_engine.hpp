@@ -1,0 +1,67 @@
+// The pipeline stage executor over grid.pp(): one step's micro-batches through this rank's stage
+// in train.schedule order (with one stage: forward, backward, forward, backward, ... = plain
+// gradient accumulation). Activations go to the next stage and their gradients come back by
+// non-blocking sends and blocking receives; the time waiting on them is the PpComm section
+// (the bubble included). With pp > 1 the first and the last stage both hold the token
+// embedding (the tied output head), and sum_tied_gradient() adds their gradients.
+//
+// The engine knows the schedule and the wire, not the model: the Trainer hands it the stage's
+// forward (model + autocast) and the token windows.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
+#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/util/timer.hpp"
+
+namespace gridtrain {
+
+class PipelineEngine {
+ public:
+  /// Token windows (rows, T+1) int64 on the device, for rows first..first+rows−1 of the batch:
+  /// the first stage's inputs and the last stage's targets.
+  using Windows = std::function<torch::Tensor(std::int64_t first, int rows)>;
+  /// The stage's forward: x is (B, T) token ids on the first stage, else the previous stage's
+  /// (B, T, C) fp32 activations. Returns (B, T, C) activations, or on the last stage (targets
+  /// (B, T) defined) the summed cross-entropy over B·T tokens, a 0-d fp32 tensor.
+  using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
+
+  /// tied_weight: the token embedding on the first and the last stage (ignored with pp = 1).
+  /// Collective over grid.pp() (the tied pair's axis is split off it).
+  PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_size, int n_embd, torch::Device device,
+                 bool first_stage, bool last_stage, const torch::Tensor& tied_weight, Timer& timer);
+
+  /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
+  /// / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
+  /// Returns on the last stage the step's mean loss (Σ of the micro-batch means / micro_batches;
+  /// one device sync), 0 elsewhere. Throws std::bad_alloc / c10::OutOfMemoryError when out of
+  /// memory, CommTimeout when a peer stage does not answer in comm.timeout_s.
+  double train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward, Reducer& reducer,
+               double loss_scale);
+  /// Forward only over `rows` windows in micro-batches of micro_batch (validation). Returns on
+  /// the last stage the summed loss over rows·T tokens (nats), 0 elsewhere.
+  double evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward);
+  /// Sums the tied embedding's gradient over the first and the last stage (pp > 1; a no-op
+  /// elsewhere). Run even after an out-of-memory error: it is a collective.
+  void sum_tied_gradient();
+  /// Bytes this rank sent on pp, the tied pair included.
+  std::uint64_t bytes_sent() const;
+
+ private:
+  torch::Tensor receive(int peer, int tag, int rows, const char* what);
+  Grid& grid_;
+  PipelineSchedule schedule_;
+  int T_, C_;
+  torch::Device device_;
+  bool first_, last_;
+  std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)
+  torch::Tensor tied_weight_;
+  Timer& timer_;
+};
+
+}  // namespace gridtrain

@@ -1,0 +1,111 @@
+#include "gridtrain/app/launch_plan.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/model/layout.hpp"
+#include "gridtrain/parallel/pipeline.hpp"
+#include "gridtrain/util/error.hpp"
+
+namespace gridtrain {
+namespace {
+
+using Problems = std::vector<std::string>;
+
+void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
+  const GridShape& s = plan.shape;
+  if (c.model.n_head % s.tp != 0)
+    out.push_back("model.n_head = " + std::to_string(c.model.n_head) + " is not divisible by grid.tp = " +
+                  std::to_string(s.tp) + "; tensor parallelism splits the attention heads");
+  try {
+    plan.stage_layers = stage_layers(c.grid.stage_layers, c.model.n_layer, s.pp);
+  } catch (const std::invalid_argument& e) {
+    out.push_back("grid.stage_layers = " + c.grid.stage_layers + ": " + e.what());
+  }
+  const long long per_step = static_cast<long long>(c.train.micro_batch) * s.dp;
+  if (c.train.global_batch % per_step != 0)
+    out.push_back("train.global_batch = " + std::to_string(c.train.global_batch) +
+                  " is not divisible by train.micro_batch * dp = " + std::to_string(c.train.micro_batch) + " * " +
+                  std::to_string(s.dp) + "; valid: a multiple of " + std::to_string(per_step));
+  else
+    plan.accumulation = static_cast<int>(c.train.global_batch / per_step);
+  const bool model_parallel = s.tp > 1 || s.pp > 1;
+  if (model_parallel && c.train.on_oom == OnOom::Backoff)
+    out.push_back("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "
+                  "tensor-parallel all-reduce or mid-schedule would leave its peers waiting; use train.on_oom = abort");
+  if (model_parallel && c.optim.type == OptimizerType::OnebitAdam)
+    out.push_back("optim.type = onebit_adam keeps gradients local after its freeze and supports grid.tp = grid.pp "
+                  "= 1 only; use adamw with tp/pp");
+}
+
+// Fault injection that could never fire is a mistake in the deck, not a passing test.
+void check_faults(const Config& c, const GridShape& s, Problems& out) {
+  const std::string ranks = std::to_string(s.size()), last_rank = std::to_string(s.size() - 1);
+  if (c.debug.stall_rank >= s.size())
+    out.push_back("debug.stall_rank = " + std::to_string(c.debug.stall_rank) + " but the job has " + ranks +
+                  " ranks; valid: -1 (off) or 0.." + last_rank);
+  if (c.debug.nonfinite == NonfiniteFault::None) return;
+  if (c.debug.nonfinite_rank >= s.size())
+    out.push_back("debug.nonfinite_rank = " + std::to_string(c.debug.nonfinite_rank) + " but the job has " + ranks +
+                  " ranks; valid: 0.." + last_rank);
+  if (c.debug.nonfinite_step > c.train.steps)
+    out.push_back("debug.nonfinite_step = " + std::to_string(c.debug.nonfinite_step) + " is after the last step (" +
+                  std::to_string(c.train.steps) + ")");
+  const int stage = c.debug.nonfinite_rank / (s.dp * s.tp);  // grid ranks are (pp, dp, tp), tp fastest
+  if (c.debug.nonfinite == NonfiniteFault::Loss && stage != s.pp - 1 && c.debug.nonfinite_rank < s.size())
+    out.push_back("debug.nonfinite = loss on rank " + std::to_string(c.debug.nonfinite_rank) + ", which is on "
+                  "pipeline stage " + std::to_string(stage) + " and computes no loss; valid: a rank of the last "
+                  "stage, " + std::to_string((s.pp - 1) * s.dp * s.tp) + ".." + last_rank);
+}
+
+// train.device and comm.backend resolved (config.cpp rejected the combinations that cannot
+// work when both were explicit; here auto meets this build and machine).
+void resolve_device(const Config& c, LaunchPlan& plan, Problems& out) {
+  plan.cuda = c.train.device == DeviceKind::Cuda || (c.train.device == DeviceKind::Auto && cuda_available());
+  plan.nccl = plan.cuda && c.comm.backend != Backend::Mpi;
+  if (plan.cuda) return;
+  const std::string resolved =
+      c.train.device == DeviceKind::Auto ? " (train.device = auto found no CUDA device)" : "";
+  if (c.comm.backend == Backend::Nccl) out.push_back("comm.backend = nccl needs train.device = cuda" + resolved);
+  if (c.precision.type == Precision::Fp16)
+    out.push_back("precision.type = fp16 needs CUDA" + resolved + "; on the CPU use precision.type = bf16");
+}
+
+}  // namespace
+
+LaunchPlan plan_launch(const Config& c, int world_size) {
+  LaunchPlan plan;
+  plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);  // nothing else is checkable without it
+  Problems problems;
+  check_model(c, plan, problems);
+  check_faults(c, plan.shape, problems);
+  resolve_device(c, plan, problems);
+  if (problems.size() == 1) throw Error(problems.front());
+  if (!problems.empty()) {
+    std::string msg = std::to_string(problems.size()) + " problems with this launch:";
+    for (const auto& p : problems) msg += "\n  - " + p;
+    throw Error(msg);
+  }
+  return plan;
+}
+
+ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
+  const int stage = grid.pp().rank();
+  ModelLayout layout{&grid.tp(), stage, grid.pp().size(), 0, plan.stage_layers.at(static_cast<std::size_t>(stage))};
+  for (int s = 0; s < stage; ++s) layout.first_layer += plan.stage_layers[static_cast<std::size_t>(s)];
+  return layout;
+}
+
+int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {
+  if (!plan.cuda) return -1;
+  try {
+    const int index = select_cuda_device(grid.comm());
+    if (plan.nccl) grid.use_nccl();
+    return index;
+  } catch (const std::runtime_error& e) {
+    throw Error(std::string("train.device = ") + name_of(c.train.device) + ": " + e.what());
+  }
+}
+
+}  // namespace gridtrain

@@ -1,0 +1,126 @@
+#include "gridtrain/output/summary.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#ifdef GRIDTRAIN_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "gridtrain/output/rank_stats.hpp"
+#include "gridtrain/util/memory.hpp"
+
+namespace gridtrain {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+void print_performance(const RunRecord& run, const Config& c, Grid& grid, Log& log) {
+  const double tokens = static_cast<double>(run.steps) * run.tokens_per_step;
+  log.print("\nLoop time of " + fmt("%.6g", run.loop_s) + " on " + std::to_string(grid.shape().size()) +
+            " procs for " + std::to_string(run.steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
+  log.print("Performance: " + fmt("%.1f", run.rate.tokens_per_s) + " tokens/s, " +
+            fmt("%.2f", run.rate.tokens_per_s / c.model.block_size) + " samples/s, " +
+            fmt("%.2f", 100.0 * run.rate.mfu) + "% MFU (peak " + fmt("%.1f", run.peak_gflops) + " GFLOP/s per rank" +
+            (c.output.peak_gflops > 0 ? ", from output.peak_gflops)\n" : ", measured by sgemm probe)\n"));
+}
+
+// What the reducer actually did, not what the deck asked for (compression disables overlap;
+// 1-bit Adam keeps gradients local after its freeze).
+void print_exchange(const RunRecord& run, const Reducer& reducer, Grid& grid, Log& log) {
+  Axis& dp = grid.dp();
+  if (dp.size() > 1) {
+    const ExchangeStats& st = reducer.stats();
+    double s[2] = {st.in_flight_s, st.exposed_s};
+    dp.blocking_sum(s, 2, "gradient exchange times");
+    std::string kinds;
+    for (std::size_t k = 0; k < st.steps.size(); ++k)
+      if (st.steps[k] > 0)
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(st.steps[k]) + " step(s) " +
+                 describe(static_cast<GradExchange>(k));
+    log.print("\nGradient exchange (dp, avg over ranks): " + fmt("%.3f", s[0] / dp.size()) + " s in flight, " +
+              fmt("%.3f", s[1] / dp.size()) + " s exposed; " + kinds + "; " +
+              std::to_string(reducer.bucket_count()) + " buckets\n");
+  }
+  double bytes[3];
+  for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(run.bytes_sent[i]);
+  grid.all().blocking_sum(bytes, 3, "bytes sent");
+  const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, run.steps));
+  log.print("Bytes sent per training step and rank (avg over ranks): dp " + fmt("%.0f", bytes[0] / per) + ", tp " +
+            fmt("%.0f", bytes[1] / per) + ", pp " + fmt("%.0f", bytes[2] / per) + "\n");
+}
+
+void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& guard, Log& log) {
+  if (ck.saves() > 0)
+    log.print("\nCheckpoints: " + std::to_string(ck.saves()) + " written to " + c.checkpoint.dir +
+              ", step-loop stall " + fmt("%.3f", ck.stall_s()) + " s, write " + fmt("%.3f", ck.write_s()) +
+              (c.checkpoint.async ? " s (background)" : " s") + ", waiting for the last write at exit " +
+              fmt("%.3f", ck.drain_s()) + " s\n");
+  const long long skipped = guard.skipped_nonfinite() + guard.skipped_outliers();
+  log.print("\nStability: " + std::to_string(skipped) + " update(s) skipped (" +
+            std::to_string(guard.skipped_nonfinite()) + " non-finite, " + std::to_string(guard.skipped_outliers()) +
+            " outlier)" + (guard.scaling() ? ", loss scale " + fmt("%g", guard.loss_scale()) : "") +
+            (guard.oom_backoffs() ? ", " + std::to_string(guard.oom_backoffs()) +
+                                        " out-of-memory backoff(s) to train.micro_batch = " +
+                                        std::to_string(guard.micro_batch())
+                                  : "") +
+            "\n");
+}
+
+void print_memory(const RunRecord& run, Grid& grid, Log& log) {
+  log.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid.all(), kMiB, "MiB") + "\n");
+#ifdef GRIDTRAIN_CUDA
+  if (run.cuda_device >= 0) {  // the same on every rank: train.device is one setting
+    const auto cuda = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(run.cuda_device));
+    const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    log.print("CUDA memory: peak allocated " +
+              min_avg_max(static_cast<double>(cuda.allocated_bytes[all].peak), grid.all(), kMiB, "MiB") +
+              "; peak reserved by the caching allocator " +
+              min_avg_max(static_cast<double>(cuda.reserved_bytes[all].peak), grid.all(), kMiB, "MiB") + "\n");
+  }
+#else
+  (void)run;
+#endif
+}
+
+}  // namespace
+
+Throughput::Throughput(double tokens_per_step, double flops_per_step, double peak_flops)
+    : tokens_per_step_(tokens_per_step), flops_per_step_(flops_per_step), peak_flops_(peak_flops) {}
+
+Throughput::Rate Throughput::over(long long steps, double seconds) const {
+  const double n = static_cast<double>(steps);
+  if (steps == 0 || seconds <= 0) return {};
+  return {tokens_per_step_ * n / seconds, 1e3 * seconds / n, flops_per_step_ * n / seconds / peak_flops_};
+}
+
+Throughput::Rate Throughput::interval() {
+  const Rate r = over(interval_steps_, interval_.seconds() - excluded_s_);
+  interval_.restart();
+  interval_steps_ = 0;
+  excluded_s_ = 0;
+  return r;
+}
+
+void print_summary(const RunRecord& run, const Config& c, const Timer& timer, const Reducer& reducer,
+                   const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid, Log& log) {
+  print_performance(run, c, grid, log);
+  const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.all());
+  log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
+  print_exchange(run, reducer, grid, log);
+  print_stability(c, checkpointer, guard, log);
+  print_memory(run, grid, log);
+  if (run.final_val_loss)
+    log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats/token (" +
+              fmt("%.4f", *run.final_val_loss / std::log(2.0)) + " bits/token) over " +
+              std::to_string(run.val_windows) + " windows\n");
+}
+
+}  // namespace gridtrain

@@ -1,0 +1,102 @@
+#include "gridtrain/parallel/pipeline_engine.hpp"
+
+#include <vector>
+
+#include "gridtrain/parallel/pipeline.hpp"
+
+namespace gridtrain {
+
+PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_size, int n_embd,
+                               torch::Device device, bool first_stage, bool last_stage,
+                               const torch::Tensor& tied_weight, Timer& timer)
+    : grid_(grid), schedule_(schedule), T_(block_size), C_(n_embd), device_(device), first_(first_stage),
+      last_(last_stage), timer_(timer) {
+  Axis& pp = grid.pp();
+  if (pp.size() == 1) return;
+  const bool ends = first_stage || last_stage;
+  tied_ = pp.split(ends ? 0 : MPI_UNDEFINED, pp.rank(), "pp (tied embedding)");
+  if (tied_) tied_weight_ = tied_weight;
+}
+
+torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* what) {
+  auto t = torch::empty({rows, T_, C_}, torch::TensorOptions(torch::kFloat).device(device_));  // (B, T, C)
+  timer_.stamp(Section::Compute);
+  grid_.pp().recv(t.data_ptr(), t.nbytes(), peer, tag, what).wait();
+  timer_.stamp(Section::PpComm);
+  return t;
+}
+
+double PipelineEngine::train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward,
+                             Reducer& reducer, double loss_scale) {
+  const int B = micro_batch, M = micro_batches;
+  Axis& pp = grid_.pp();
+  std::vector<torch::Tensor> inputs(M), outputs(M), losses(M), in_flight;
+  std::vector<Work> sends;
+  auto send = [&](const torch::Tensor& t, int peer, int tag) {
+    in_flight.push_back(t.detach().to(torch::kFloat).contiguous());
+    sends.push_back(pp.send(in_flight.back().data_ptr(), in_flight.back().nbytes(), peer, tag, "micro-batch"));
+  };
+  torch::Tensor loss_sum;  // last stage: Σ losses, read once at the end (one device sync)
+  int backwards_left = M;
+  for (const PipeOp& op : pipeline_schedule(schedule_, pp.rank(), pp.size(), M)) {
+    const int m = op.micro_batch;
+    if (op.kind == PipeOp::Forward) {
+      torch::Tensor batch;  // (B, T+1)
+      if (first_ || last_) batch = windows(static_cast<std::int64_t>(m) * B, B);
+      timer_.stamp(Section::Data);
+      inputs[m] = first_ ? batch.slice(1, 0, T_) : receive(pp.rank() - 1, m, B, "micro-batch").requires_grad_();
+      if (last_) {
+        losses[m] = forward(inputs[m], batch.slice(1, 1, T_ + 1)) / (static_cast<double>(B) * T_ * M);
+        loss_sum = loss_sum.defined() ? loss_sum + losses[m].detach() : losses[m].detach();
+      } else {
+        outputs[m] = forward(inputs[m], {});
+        send(outputs[m], pp.rank() + 1, m);
+      }
+    } else {
+      reducer.begin_backward(--backwards_left == 0);
+      if (last_) (loss_scale != 1.0 ? losses[m] * loss_scale : losses[m]).backward();
+      else outputs[m].backward(receive(pp.rank() + 1, m, B, "micro-batch"));
+      if (!first_) send(inputs[m].grad(), pp.rank() - 1, m);
+      inputs[m] = outputs[m] = losses[m] = torch::Tensor();  // free this micro-batch's activations
+    }
+    timer_.stamp(Section::Compute);
+  }
+  for (auto& w : sends) w.wait();
+  timer_.stamp(Section::PpComm);
+  return loss_sum.defined() ? loss_sum.item<double>() : 0.0;
+}
+
+double PipelineEngine::evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward) {
+  torch::NoGradGuard no_grad;
+  Axis& pp = grid_.pp();
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < rows; i += micro_batch) {
+    const int n = static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
+    torch::Tensor batch, x;  // (n, T+1) windows; x: (n, T) ids or (n, T, C) activations
+    if (first_ || last_) batch = windows(i, n);
+    if (first_) x = batch.slice(1, 0, T_);
+    else {
+      x = torch::empty({n, T_, C_}, torch::TensorOptions(torch::kFloat).device(device_));
+      pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
+    }
+    if (last_) {
+      sum += forward(x, batch.slice(1, 1, T_ + 1)).item<double>();
+    } else {
+      auto h = forward(x, {}).to(torch::kFloat).contiguous();
+      pp.send(h.data_ptr(), h.nbytes(), pp.rank() + 1, 0, "validation").wait();
+    }
+  }
+  return sum;
+}
+
+void PipelineEngine::sum_tied_gradient() {
+  if (!tied_) return;
+  auto g = tied_weight_.grad();  // a view into its gradient bucket
+  tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
+}
+
+std::uint64_t PipelineEngine::bytes_sent() const {
+  return grid_.pp().bytes_sent() + (tied_ ? tied_->bytes_sent() : 0);
+}
+
+}  // namespace gridtrain
