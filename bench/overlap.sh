@@ -12,7 +12,7 @@ for overlap in false true; do
     --train.eval_samples=2 --output.thermo="$steps" --output.dir="$out/$overlap" --checkpoint.dir=none \
     --comm.overlap="$overlap" --comm.bucket_mb="$bucket" > "$out/$overlap.txt"
   loop=$(grep -oE "^Loop time of [0-9.]+" "$out/$overlap.txt" | grep -oE "[0-9.]+$")
-  line=$(grep "^Gradient allreduce" "$out/$overlap.txt")
+  line=$(grep "^Gradient exchange" "$out/$overlap.txt")
   exposed=$(echo "$line" | grep -oE "[0-9.]+ s exposed" | grep -oE "^[0-9.]+")
   bytes=$(python3 -c "import json; print(json.loads(open('$out/$overlap/metrics.jsonl').readlines()[-1])['comm_bytes'])")
   python3 -c "print(f'overlap=$overlap: loop {float($loop):.2f} s, exposed comm {float($exposed):.3f} s = {100*float($exposed)/float($loop):.2f} % of step time; {$bytes} bytes/step/rank; $line')"

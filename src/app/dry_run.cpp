@@ -47,7 +47,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   agree(world, [&] { vocab = vocab_of(cfg); });
   int world_size = 1;
   MPI_Comm_size(world, &world_size);
-  const LaunchPlan plan = plan_launch(cfg, world_size);
+  const LaunchPlan plan = plan_launch(cfg, world_size, /*resolve_device=*/false);
   const GridShape g = plan.shape;
   Grid grid(world, g, cfg.comm.timeout_s);
   const ModelLayout layout = model_layout(plan, grid);

@@ -21,7 +21,7 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   try {
     plan.stage_layers = stage_layers(c.grid.stage_layers, c.model.n_layer, s.pp);
   } catch (const std::invalid_argument& e) {
-    out.push_back("grid.stage_layers = " + c.grid.stage_layers + ": " + e.what());
+    out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + ": " + e.what());
   }
   const long long per_step = static_cast<long long>(c.train.micro_batch) * s.dp;
   if (c.train.global_batch % per_step != 0)
@@ -61,7 +61,7 @@ void check_faults(const Config& c, const GridShape& s, Problems& out) {
 
 // train.device and comm.backend resolved (config.cpp rejected the combinations that cannot
 // work when both were explicit; here auto meets this build and machine).
-void resolve_device(const Config& c, LaunchPlan& plan, Problems& out) {
+void resolve_devices(const Config& c, LaunchPlan& plan, Problems& out) {
   plan.cuda = c.train.device == DeviceKind::Cuda || (c.train.device == DeviceKind::Auto && cuda_available());
   plan.nccl = plan.cuda && c.comm.backend != Backend::Mpi;
   if (plan.cuda) return;
@@ -74,13 +74,13 @@ void resolve_device(const Config& c, LaunchPlan& plan, Problems& out) {
 
 }  // namespace
 
-LaunchPlan plan_launch(const Config& c, int world_size) {
+LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   LaunchPlan plan;
   plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);  // nothing else is checkable without it
   Problems problems;
   check_model(c, plan, problems);
   check_faults(c, plan.shape, problems);
-  resolve_device(c, plan, problems);
+  if (resolve_device) resolve_devices(c, plan, problems);
   if (problems.size() == 1) throw Error(problems.front());
   if (!problems.empty()) {
     std::string msg = std::to_string(problems.size()) + " problems with this launch:";

@@ -1,7 +1,7 @@
 #include "gridtrain/app/trainer.hpp"
 
 #include <cmath>
-#include <cstdio>
+#include <functional>
 #include <limits>
 #include <new>
 
@@ -23,10 +23,12 @@ std::string join(const std::vector<int>& v) {
   return out;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+// (rows, T+1) int64 token windows on the device; fill(b, out) writes row b's T+1 tokens.
+torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
+  auto batch = torch::empty({rows, T + 1}, torch::kLong);
+  auto* out = batch.data_ptr<std::int64_t>();
+  for (int b = 0; b < rows; ++b) fill(b, out + static_cast<std::size_t>(b) * (T + 1));
+  return batch.to(device);
 }
 
 int world_size(MPI_Comm world) {
@@ -41,14 +43,15 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), plan_(plan_launch(cfg, world_size(world))),
       grid_(std::make_unique<Grid>(world, plan_.shape, cfg.comm.timeout_s)), faults_(cfg_.debug, grid_->rank()),
       schedule_(cfg) {
-  cuda_device_ = place_rank(plan_, cfg, *grid_);
+  // From here on cfg_, the Trainer's own copy: the parts keep references to it.
+  cuda_device_ = place_rank(plan_, cfg_, *grid_);
   if (cuda_device_ >= 0) device_ = {torch::kCUDA, static_cast<torch::DeviceIndex>(cuda_device_)};
   load_data();
   build_model();
-  guard_ = std::make_unique<StepGuard>(cfg, grid_->all(), plan_.shape.dp, cfg.train.micro_batch, plan_.accumulation,
-                                       log_);
+  guard_ = std::make_unique<StepGuard>(cfg_, grid_->all(), plan_.shape.dp, cfg_.train.micro_batch,
+                                       plan_.accumulation, log_);
   describe_setup();
-  checkpointer_ = std::make_unique<Checkpointer>(cfg, *grid_, log_,
+  checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_,
                                                  CorpusId{data_.sha256, data_.train.size(), data_.val.size()});
   if (auto path = checkpointer_->resume_path()) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
@@ -109,7 +112,7 @@ void Trainer::build_model() {
 void Trainer::describe_setup() const {
   log_.print(grid_->describe() + ", device " + device_.str() + "\n");
   log_.print(std::string("Model: ") + name_of(cfg_.model.type) + ", " + fmt("%.4g", model_->flops_per_token()) +
-             " FLOPs/token (6N + 12LCT); layers per stage " + cfg_.grid.stage_layers + " = " +
+             " FLOPs/token (6N + 12LCT); layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " +
              join(plan_.stage_layers) + "; parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->all()) + "\n");
   log_.print("Data: " + cfg_.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
@@ -126,14 +129,11 @@ void Trainer::describe_setup() const {
 }
 
 torch::Tensor Trainer::train_windows(std::int64_t first, int rows) {
-  const int T1 = cfg_.model.block_size + 1;
-  const auto mine = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) *
-                                        static_cast<std::uint64_t>(guard_->micro_batch() * guard_->accumulation());
-  auto batch = torch::empty({rows, T1}, torch::kLong);  // (B, T+1)
-  auto* out = batch.data_ptr<std::int64_t>();
-  for (int b = 0; b < rows; ++b)
-    sampler_->fill(mine + static_cast<std::uint64_t>(first + b), out + static_cast<std::size_t>(b) * T1);
-  return batch.to(device_);
+  const std::uint64_t mine = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) *
+                                                 static_cast<std::uint64_t>(guard_->micro_batch() * guard_->accumulation());
+  return token_windows(rows, cfg_.model.block_size, device_, [&](int b, std::int64_t* out) {
+    sampler_->fill(mine + static_cast<std::uint64_t>(first + b), out);
+  });
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -150,11 +150,9 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
 double Trainer::evaluate() {
   const int T = cfg_.model.block_size;
   auto windows = [this, T](std::int64_t first, int rows) {
-    auto batch = torch::empty({rows, T + 1}, torch::kLong);  // (rows, T+1)
-    auto* out = batch.data_ptr<std::int64_t>();
-    for (int b = 0; b < rows; ++b)
-      copy_window(data_.val, val_starts_[static_cast<std::size_t>(first + b)], T, out + b * (T + 1));
-    return batch.to(device_);
+    return token_windows(rows, T, device_, [&](int b, std::int64_t* out) {
+      copy_window(data_.val, val_starts_[static_cast<std::size_t>(first + b)], T, out);
+    });
   };
   const auto rows = static_cast<std::int64_t>(val_starts_.size());
   const double loss = engine_->evaluate(rows, guard_->micro_batch(), windows, stage_forward(-1));
@@ -193,6 +191,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   } catch (const c10::OutOfMemoryError&) {
     mine.oom = true;
   }
+  timer_.stamp(Section::Compute);  // what an out-of-memory error cut short
   timer_.move(Section::Compute, Section::TpComm, tp.wait_s() - tp_wait);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
@@ -200,7 +199,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::DpComm);
   engine_->sum_tied_gradient();
   timer_.stamp(Section::PpComm);
-  if (!(model_->last_stage() && tp.rank() == 0)) mine.loss = 0.0;  // one rank per replica counts it
+  mine.counts_loss = model_->last_stage() && tp.rank() == 0;  // one rank per replica
   mine.grad_sq = counted_grad_sq();
   const Verdict v = guard_->judge(s, mine, reducer_->exchange() == GradExchange::Local);
   timer_.stamp(Section::DpComm);
@@ -280,22 +279,14 @@ RunResult Trainer::run() {
 }
 
 void Trainer::finish(RunResult& r, const Throughput& throughput) {
-  RunRecord run;
-  run.steps = static_cast<long long>(r.losses.size());
-  run.loop_s = timer_.loop_seconds();
-  run.rate = throughput.over(run.steps, run.loop_s);
-  run.tokens_per_step = static_cast<double>(cfg_.train.global_batch) * cfg_.model.block_size;
-  run.peak_gflops = peak_gflops_;
-  run.bytes_sent = bytes_sent_;
-  run.cuda_device = cuda_device_;
-  run.final_val_loss = r.final_val_loss;
-  run.val_windows = val_total_;
-  print_summary(run, cfg_, timer_, *reducer_, *checkpointer_, *guard_, *grid_, log_);
-  r.loop_s = run.loop_s;
-  r.tokens_per_s = run.rate.tokens_per_s;
-  r.mfu = run.rate.mfu;
+  r.loop_s = timer_.loop_seconds();
+  const auto rate = throughput.over(static_cast<long long>(r.losses.size()), r.loop_s);
+  r.tokens_per_s = rate.tokens_per_s;
+  r.mfu = rate.mfu;
   r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
   r.loss_scale = guard_->loss_scale();
+  const RunCounters counters{peak_gflops_, bytes_sent_, cuda_device_, val_total_};
+  print_summary(r, counters, cfg_, timer_, *reducer_, *checkpointer_, *guard_, *grid_, log_);
 }
 
 }  // namespace gridtrain

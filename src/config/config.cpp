@@ -164,6 +164,12 @@ std::string config_text(const Config& c) {
   return out;
 }
 
+std::string show_key(const Config& c, const std::string& name) {
+  const Key* k = find_key(name);
+  if (!k) throw std::out_of_range("no deck key '" + name + "'");
+  return k->show(c);
+}
+
 std::string config_help() {
   std::string out;
   for (const Key& k : key_table()) {

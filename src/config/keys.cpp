@@ -145,6 +145,35 @@ Key dp_key() {
   return k;
 }
 
+// grid.stage_layers: auto (stored empty) or one count >= 1 per stage, "3,3,2".
+Key stage_layers_key() {
+  const std::string valid = "auto, or one layer count >= 1 per stage separated by commas, e.g. 3,3,2";
+  return {{"grid.stage_layers", "auto",
+           "transformer layers per pipeline stage: auto (as even as possible, earlier stages take the extra ones) "
+           "or a comma-separated count per stage, e.g. 3,3,2", valid},
+          [valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            if (text.empty()) return "empty; valid: " + valid;
+            std::vector<int> layers;
+            for (std::size_t begin = 0; text != "auto";) {  // every item a whole decimal integer >= 1
+              const std::size_t end = std::min(text.find(',', begin), text.size());
+              const std::string item = text.substr(begin, end - begin);
+              const auto n = parse_number<int>(item);
+              if (!n) return "'" + item + "' is not a layer count; valid: " + valid;
+              if (*n < 1) return "every stage needs at least one layer, got " + item + "; valid: " + valid;
+              layers.push_back(*n);
+              if (end == text.size()) break;
+              begin = end + 1;
+            }
+            c.grid.stage_layers = layers;
+            return std::nullopt;
+          },
+          [](const Config& c) {
+            std::string out;
+            for (int n : c.grid.stage_layers) (out += out.empty() ? "" : ",") += std::to_string(n);
+            return out.empty() ? std::string("auto") : out;
+          }};
+}
+
 #define GT_REF(field) [](auto& c) -> auto& { return c.field; }
 
 std::vector<Key> grid_keys() {
@@ -152,9 +181,7 @@ std::vector<Key> grid_keys() {
       dp_key(),
       int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
       int_key<int>("grid.pp", GT_REF(grid.pp), "pipeline-parallel size (stages)", 1),
-      text_key("grid.stage_layers", GT_REF(grid.stage_layers),
-               "transformer layers per pipeline stage: auto (as even as possible, earlier stages take the extra "
-               "ones) or a comma-separated count per stage, e.g. 3,3,2"),
+      stage_layers_key(),
   };
 }
 

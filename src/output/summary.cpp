@@ -14,27 +14,22 @@
 namespace gridtrain {
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 constexpr double kMiB = 1024.0 * 1024.0;
 
-void print_performance(const RunRecord& run, const Config& c, Grid& grid, Log& log) {
-  const double tokens = static_cast<double>(run.steps) * run.tokens_per_step;
+void print_performance(const RunResult& run, const RunCounters& counters, const Config& c, Grid& grid, Log& log) {
+  const auto steps = static_cast<long long>(run.losses.size());
+  const double tokens = static_cast<double>(steps) * c.train.global_batch * c.model.block_size;
   log.print("\nLoop time of " + fmt("%.6g", run.loop_s) + " on " + std::to_string(grid.shape().size()) +
-            " procs for " + std::to_string(run.steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
-  log.print("Performance: " + fmt("%.1f", run.rate.tokens_per_s) + " tokens/s, " +
-            fmt("%.2f", run.rate.tokens_per_s / c.model.block_size) + " samples/s, " +
-            fmt("%.2f", 100.0 * run.rate.mfu) + "% MFU (peak " + fmt("%.1f", run.peak_gflops) + " GFLOP/s per rank" +
+            " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
+  log.print("Performance: " + fmt("%.1f", run.tokens_per_s) + " tokens/s, " +
+            fmt("%.2f", run.tokens_per_s / c.model.block_size) + " samples/s, " + fmt("%.2f", 100.0 * run.mfu) +
+            "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank" +
             (c.output.peak_gflops > 0 ? ", from output.peak_gflops)\n" : ", measured by sgemm probe)\n"));
 }
 
 // What the reducer actually did, not what the deck asked for (compression disables overlap;
 // 1-bit Adam keeps gradients local after its freeze).
-void print_exchange(const RunRecord& run, const Reducer& reducer, Grid& grid, Log& log) {
+void print_exchange(const RunCounters& counters, long long steps, const Reducer& reducer, Grid& grid, Log& log) {
   Axis& dp = grid.dp();
   if (dp.size() > 1) {
     const ExchangeStats& st = reducer.stats();
@@ -50,9 +45,9 @@ void print_exchange(const RunRecord& run, const Reducer& reducer, Grid& grid, Lo
               std::to_string(reducer.bucket_count()) + " buckets\n");
   }
   double bytes[3];
-  for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(run.bytes_sent[i]);
+  for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(counters.bytes_sent[i]);
   grid.all().blocking_sum(bytes, 3, "bytes sent");
-  const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, run.steps));
+  const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, steps));
   log.print("Bytes sent per training step and rank (avg over ranks): dp " + fmt("%.0f", bytes[0] / per) + ", tp " +
             fmt("%.0f", bytes[1] / per) + ", pp " + fmt("%.0f", bytes[2] / per) + "\n");
 }
@@ -74,11 +69,11 @@ void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& g
             "\n");
 }
 
-void print_memory(const RunRecord& run, Grid& grid, Log& log) {
+void print_memory(int cuda_device, Grid& grid, Log& log) {
   log.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid.all(), kMiB, "MiB") + "\n");
 #ifdef GRIDTRAIN_CUDA
-  if (run.cuda_device >= 0) {  // the same on every rank: train.device is one setting
-    const auto cuda = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(run.cuda_device));
+  if (cuda_device >= 0) {  // the same on every rank: train.device is one setting
+    const auto cuda = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(cuda_device));
     const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     log.print("CUDA memory: peak allocated " +
               min_avg_max(static_cast<double>(cuda.allocated_bytes[all].peak), grid.all(), kMiB, "MiB") +
@@ -86,7 +81,7 @@ void print_memory(const RunRecord& run, Grid& grid, Log& log) {
               min_avg_max(static_cast<double>(cuda.reserved_bytes[all].peak), grid.all(), kMiB, "MiB") + "\n");
   }
 #else
-  (void)run;
+  (void)cuda_device;
 #endif
 }
 
@@ -109,18 +104,19 @@ Throughput::Rate Throughput::interval() {
   return r;
 }
 
-void print_summary(const RunRecord& run, const Config& c, const Timer& timer, const Reducer& reducer,
-                   const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid, Log& log) {
-  print_performance(run, c, grid, log);
+void print_summary(const RunResult& run, const RunCounters& counters, const Config& c, const Timer& timer,
+                   const Reducer& reducer, const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid,
+                   Log& log) {
+  print_performance(run, counters, c, grid, log);
   const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.all());
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
-  print_exchange(run, reducer, grid, log);
+  print_exchange(counters, static_cast<long long>(run.losses.size()), reducer, grid, log);
   print_stability(c, checkpointer, guard, log);
-  print_memory(run, grid, log);
+  print_memory(counters.cuda_device, grid, log);
   if (run.final_val_loss)
     log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats/token (" +
               fmt("%.4f", *run.final_val_loss / std::log(2.0)) + " bits/token) over " +
-              std::to_string(run.val_windows) + " windows\n");
+              std::to_string(counters.val_windows) + " windows\n");
 }
 
 }  // namespace gridtrain

@@ -8,16 +8,6 @@
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
-namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-}  // namespace
-
 StepGuard::StepGuard(const Config& c, Axis& grid, int dp, int micro_batch, int accumulation, Log& log)
     : cfg_(c), grid_(grid), dp_(dp), micro_batch_(micro_batch), accumulation_(accumulation), log_(log) {
   const auto& p = c.precision;
@@ -37,8 +27,8 @@ double StepGuard::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; 
 Verdict StepGuard::judge(long long step, const StepReport& mine, bool local_gradients) {
   const double scale = loss_scale();
   const double local_sq = mine.grad_sq / (scale * scale);
-  double sums[4] = {mine.loss, local_sq, std::isfinite(mine.loss) && std::isfinite(local_sq) ? 0.0 : 1.0,
-                    mine.oom ? 1.0 : 0.0};
+  double sums[4] = {mine.counts_loss ? mine.loss : 0.0, local_sq,
+                    std::isfinite(mine.loss) && std::isfinite(local_sq) ? 0.0 : 1.0, mine.oom ? 1.0 : 0.0};
   grid_.blocking_sum(sums, 4, "loss, gradient norm and step flags");
   if (sums[3] > 0) {
     back_off(step, static_cast<int>(sums[3]));

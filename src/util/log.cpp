@@ -5,6 +5,12 @@
 
 namespace gridtrain {
 
+std::string fmt(const char* printf_format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, printf_format, value);
+  return buf;
+}
+
 void Log::open_file(const std::string& path, bool append) {
   if (!active_) return;
   file_.open(path, append ? std::ios::app : std::ios::trunc);

@@ -35,13 +35,14 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
     Trainer one_step(base, MPI_COMM_WORLD, quiet, 1.0);
     one_step.run();
     const auto after_step_1 = snapshot(one_step);
-    for (auto kind : {NonfiniteFault::Loss, NonfiniteFault::Grad}) {
-      CAPTURE(tp, name_of(kind));
+    // Rank 3 is tp rank 1 at tp = 2: a rank whose loss does not enter the mean still flags it.
+    for (auto [kind, rank] : {std::pair{NonfiniteFault::Loss, 2}, {NonfiniteFault::Loss, 3}, {NonfiniteFault::Grad, 2}}) {
+      CAPTURE(tp, name_of(kind), rank);
       Config c = base;
       c.train.steps = 2;
       c.debug.nonfinite = kind;
       c.debug.nonfinite_step = 2;
-      c.debug.nonfinite_rank = 2;
+      c.debug.nonfinite_rank = rank;
       Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
       const auto r = t.run();
       CHECK(r.skipped == 1);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "gridtrain/config/config.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 
 using namespace gridtrain;
@@ -64,15 +65,23 @@ TEST_CASE("GPipe: all forwards, then all backwards", "[pipeline]") {
 }
 
 TEST_CASE("stage split: auto is as even as possible, explicit lists are checked", "[pipeline]") {
-  CHECK(stage_layers("auto", 10, 4) == std::vector<int>{3, 3, 2, 2});
-  CHECK(stage_layers("auto", 4, 4) == std::vector<int>{1, 1, 1, 1});
-  CHECK(stage_layers("1,3", 4, 2) == std::vector<int>{1, 3});
-  CHECK_THROWS_WITH(stage_layers("auto", 2, 4), Catch::Contains("4 pipeline stages for 2 layers"));
-  CHECK_THROWS_WITH(stage_layers("2,1", 4, 2), Catch::Contains("must give 2 counts adding up to 4"));
-  CHECK_THROWS_WITH(stage_layers("4,0", 4, 2), Catch::Contains("at least one layer"));
-  CHECK_THROWS_WITH(stage_layers("a,b", 4, 2), Catch::Contains("'a' is not a layer count"));
+  CHECK(stage_layers({}, 10, 4) == std::vector<int>{3, 3, 2, 2});
+  CHECK(stage_layers({}, 4, 4) == std::vector<int>{1, 1, 1, 1});
+  CHECK(stage_layers({1, 3}, 4, 2) == std::vector<int>{1, 3});
+  CHECK_THROWS_WITH(stage_layers({}, 2, 4), Catch::Contains("4 pipeline stages for 2 layers"));
+  CHECK_THROWS_WITH(stage_layers({2, 1}, 4, 2), Catch::Contains("must give 2 counts adding up to 4"));
+  CHECK_THROWS_WITH(stage_layers({1, 1, 2}, 4, 2), Catch::Contains("must give 2 counts adding up to 4"));
+}
+
+TEST_CASE("grid.stage_layers parses auto or a list of whole counts >= 1", "[pipeline][config]") {
+  auto parse = [](const std::string& text) { return parse_config("", "test", {"--grid.stage_layers=" + text}); };
+  CHECK(parse("auto").grid.stage_layers.empty());
+  CHECK(parse("3,1").grid.stage_layers == std::vector<int>{3, 1});
+  CHECK(show_key(parse("3,1"), "grid.stage_layers") == "3,1");
+  CHECK_THROWS_WITH(parse("4,0"), Catch::Contains("at least one layer"));
+  CHECK_THROWS_WITH(parse("a,b"), Catch::Contains("'a' is not a layer count"));
   for (const char* junk : {"1abc,3xyz", "1.9,3", "1,3,", ",1,3", "0x1,3", "1, 3"}) {
     CAPTURE(junk);
-    CHECK_THROWS_WITH(stage_layers(junk, 4, 2), Catch::Contains("valid: auto, or one layer count"));
+    CHECK_THROWS_WITH(parse(junk), Catch::Contains("valid: auto, or one layer count"));
   }
 }

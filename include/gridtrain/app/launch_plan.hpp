@@ -23,9 +23,10 @@ struct LaunchPlan {
 /// The plan of c on a world of world_size ranks. Throws gridtrain::Error listing every problem
 /// found (the world does not fit the grid, n_head not divisible by tp, more stages than layers,
 /// a bad grid.stage_layers, global_batch not a multiple of micro_batch · dp, options that need
-/// tp = pp = 1, fault injection that could never fire, a device or backend this build or
-/// machine lacks), each naming the keys and what would be valid.
-LaunchPlan plan_launch(const Config& c, int world_size);
+/// tp = pp = 1, fault injection that could never fire, and with resolve_device a device or
+/// backend this build or machine lacks), each naming the keys and what would be valid.
+/// --dry-run plans without resolve_device: it may run on a login node without the job's GPUs.
+LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device = true);
 
 /// This rank's part of the model on grid: its tp axis, its stage and that stage's layers.
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid);

@@ -6,7 +6,6 @@
 #pragma once
 #include <array>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include <mpi.h>
@@ -29,19 +28,6 @@
 #include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
-
-struct RunResult {
-  int stop_signal = 0;             ///< the signal that stopped the run before its last step, or 0
-  bool checkpointed = false;       ///< whether a checkpoint was saved when it stopped
-  std::vector<double> losses;      ///< global mean training loss per step run, nats/token
-  std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
-  std::optional<double> final_val_loss;
-  long long skipped = 0;    ///< updates skipped (non-finite or outlier), including before a resume
-  double loss_scale = 1.0;  ///< dynamic loss scale at the end (1 without loss scaling)
-  double loop_s = 0;        ///< wall seconds of the step loop
-  double tokens_per_s = 0;  ///< global training tokens / loop_s
-  double mfu = 0;           ///< fraction of the summed per-rank peak
-};
 
 class Trainer {
  public:

@@ -59,7 +59,7 @@ struct Config {
     int dp = 0;  ///< data-parallel size; 0 = auto (world / (tp·pp))
     int tp = 1;  ///< tensor-parallel size
     int pp = 1;  ///< pipeline-parallel size
-    std::string stage_layers = "auto";  ///< layers per pipeline stage: auto | "n0,n1,..."
+    std::vector<int> stage_layers;  ///< layers per pipeline stage ("n0,n1,..."); empty = auto
   } grid;
   struct Model {
     ModelType type = ModelType::Gpt;
@@ -169,6 +169,10 @@ std::vector<KeyInfo> config_keys();
 
 /// The effective configuration as an INI deck (sections in deck order), suitable to re-run.
 std::string config_text(const Config& c);
+
+/// One key's value in c as deck text (e.g. "auto" or "3,3,2" for grid.stage_layers). Throws
+/// std::out_of_range for a key that does not exist.
+std::string show_key(const Config& c, const std::string& name);
 
 /// The --help text for the keys: "  --section.key=DEFAULT   meaning [valid]".
 std::string config_help();

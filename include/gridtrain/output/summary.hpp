@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/config/config.hpp"
@@ -43,21 +44,31 @@ class Throughput {
   double excluded_s_ = 0;
 };
 
-/// What the summary reports; the Trainer fills it at the end of its loop.
-struct RunRecord {
-  long long steps = 0;           ///< steps run in this process (after a resume: since it)
-  double loop_s = 0;             ///< this rank's loop wall time
-  Throughput::Rate rate;         ///< over the loop
-  double tokens_per_step = 0;    ///< global
-  double peak_gflops = 0;        ///< this rank's peak
-  std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
-  int cuda_device = -1;          ///< the rank's CUDA device, or -1 on the CPU
+/// What a run produced (Trainer::run's result, which the summary reports).
+struct RunResult {
+  int stop_signal = 0;             ///< the signal that stopped the run before its last step, or 0
+  bool checkpointed = false;       ///< whether a checkpoint was saved when it stopped
+  std::vector<double> losses;      ///< global mean training loss per step run, nats/token
+  std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
   std::optional<double> final_val_loss;
-  std::size_t val_windows = 0;
+  long long skipped = 0;    ///< updates skipped (non-finite or outlier), including before a resume
+  double loss_scale = 1.0;  ///< dynamic loss scale at the end (1 without loss scaling)
+  double loop_s = 0;        ///< wall seconds of the step loop
+  double tokens_per_s = 0;  ///< global training tokens / loop_s
+  double mfu = 0;           ///< fraction of the summed per-rank peak
+};
+
+/// What else the summary reports about this rank's run.
+struct RunCounters {
+  double peak_gflops = 0;                     ///< this rank's peak
+  std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
+  int cuda_device = -1;                       ///< the rank's CUDA device, or -1 on the CPU
+  std::size_t val_windows = 0;                ///< validation windows per pass
 };
 
 /// Prints the end-of-run report on rank 0. Collective over the grid (reductions over ranks).
-void print_summary(const RunRecord& run, const Config& c, const Timer& timer, const Reducer& reducer,
-                   const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid, Log& log);
+void print_summary(const RunResult& run, const RunCounters& counters, const Config& c, const Timer& timer,
+                   const Reducer& reducer, const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid,
+                   Log& log);
 
 }  // namespace gridtrain

@@ -1,7 +1,6 @@
 // Pipeline parallelism over grid.pp(): which layers each stage holds, and in which order a stage
 // runs the forward and backward passes of a step's micro-batches.
 #pragma once
-#include <string>
 #include <vector>
 
 #include "gridtrain/config/config.hpp"
@@ -23,10 +22,10 @@ struct PipeOp {
 /// Both have the bubble (p − 1)/(m + p − 1) of the step.
 std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches);
 
-/// Layers per stage. rule "auto": n_layer split as evenly as possible, the first n_layer % stages
-/// stages taking one more; otherwise a comma-separated list of stages counts adding up to
-/// n_layer. Throws std::invalid_argument naming the problem (more stages than layers, a count
-/// below 1, a wrong sum or length).
-std::vector<int> stage_layers(const std::string& rule, int n_layer, int stages);
+/// Layers per stage: `given` (grid.stage_layers, one count >= 1 per stage) checked against
+/// n_layer and stages, or for an empty `given` (auto) n_layer split as evenly as possible, the
+/// first n_layer % stages stages taking one more. Throws std::invalid_argument naming the
+/// problem (more stages than layers, a wrong sum or length).
+std::vector<int> stage_layers(const std::vector<int>& given, int n_layer, int stages);
 
 }  // namespace gridtrain

@@ -31,9 +31,11 @@ using TrainState = std::vector<std::pair<std::string, std::vector<double>>>;
 
 /// This rank's share of a step, for the verdict.
 struct StepReport {
-  double loss = 0;      ///< the loss this rank counts (nats/token, summed over its micro-batches), else 0
-  double grad_sq = 0;   ///< Σ‖g‖² over the gradients this rank counts, at the current loss scale
-  bool oom = false;     ///< forward/backward ran out of memory here
+  double loss = 0;           ///< this rank's loss (nats/token over its micro-batches; 0 off the last stage)
+  bool counts_loss = false;  ///< whether loss enters the global mean (one rank per replica); a
+                             ///< non-finite loss is a non-finite step on any rank
+  double grad_sq = 0;        ///< Σ‖g‖² over the gradients this rank counts, at the current loss scale
+  bool oom = false;          ///< forward/backward ran out of memory here
 };
 
 struct Verdict {
@@ -45,8 +47,8 @@ struct Verdict {
 
 class StepGuard {
  public:
-  /// grid: the whole grid (the verdict's reduction); dp replicas count every parameter once
-  /// each. micro_batch, accumulation: the step's starting shape.
+  /// c must outlive the guard. grid: the whole grid (the verdict's reduction); dp replicas
+  /// count every parameter once each. micro_batch, accumulation: the step's starting shape.
   StepGuard(const Config& c, Axis& grid, int dp, int micro_batch, int accumulation, Log& log);
   ~StepGuard();
 

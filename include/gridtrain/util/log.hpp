@@ -5,6 +5,9 @@
 
 namespace gridtrain {
 
+/// One number as printf would format it ("%.4g", "%.3f", ...), for report lines.
+std::string fmt(const char* printf_format, double value);
+
 class Log {
  public:
   /// active: whether this rank prints (rank 0 of the world).
