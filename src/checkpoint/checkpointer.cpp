@@ -195,7 +195,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   snap->sample_index = sample_index;
   snap->train = train;
   snap->epoch = epoch;
-  snap->optim_type = opt.type();
+  snap->optim_type = name_of(opt.type());
   snap->optim_steps = opt.steps();
   snap->run_id = run_id_;
   snap->final_path = file_name(step);
@@ -431,8 +431,8 @@ std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, Resu
   file.check_header();
   H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
   const std::string type = h5_read_attr_string(optim, "type");
-  if (type != opt.type())
-    throw Error("holds state of optimizer '" + type + "' but optim.type = '" + opt.type() + "'");
+  if (type != name_of(opt.type()))  // the file's spelling against the deck's
+    throw Error("holds state of optimizer '" + type + "' but optim.type = '" + name_of(opt.type()) + "'");
   H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
   const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
   if (seed != cfg_.train.seed)

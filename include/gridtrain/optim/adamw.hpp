@@ -26,7 +26,7 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay);
   void step(double lr) override;
-  std::string type() const override { return "adamw"; }
+  OptimizerType type() const override { return OptimizerType::AdamW; }
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
 
  private:

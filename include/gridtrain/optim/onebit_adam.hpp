@@ -20,7 +20,7 @@ class OnebitAdam : public Optimizer {
   OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta1, double beta2, double eps,
              double weight_decay, long long freeze_step);
   void step(double lr) override;
-  std::string type() const override { return "onebit_adam"; }
+  OptimizerType type() const override { return OptimizerType::OnebitAdam; }
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
   bool owns_communication() const override { return steps_ >= freeze_; }
   std::vector<std::pair<std::string, torch::Tensor>> rank_state() override;

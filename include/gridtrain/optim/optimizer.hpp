@@ -9,9 +9,10 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/config/config.hpp"
+
 namespace gridtrain {
 
-struct Config;
 class Axis;
 
 struct NamedParameter {
@@ -25,7 +26,7 @@ class Optimizer {
   /// Applies one update with learning rate lr to every parameter from its .grad.
   virtual void step(double lr) = 0;
   /// The deck's optim.type of this optimizer.
-  virtual std::string type() const = 0;
+  virtual OptimizerType type() const = 0;
   /// Live state tensors named "<param>/<state>" (e.g. "wte.weight/exp_avg"), each shaped like
   /// its parameter; checkpoints save them and load into them in place.
   virtual std::vector<NamedParameter> state() = 0;

@@ -12,7 +12,7 @@ class Sgd : public Optimizer {
  public:
   Sgd(std::vector<NamedParameter> params, double momentum, double weight_decay);
   void step(double lr) override;
-  std::string type() const override { return "sgd"; }
+  OptimizerType type() const override { return OptimizerType::Sgd; }
   std::vector<NamedParameter> state() override;
 
  private:
