@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/model/layout.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
@@ -99,13 +100,16 @@ ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
 
 int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {
   if (!plan.cuda) return -1;
+  int index = -1;
+  // Nodes may differ (one with fewer GPUs): every rank learns of a failure on any.
+  if (auto failure = agree_on(grid.comm(), [&] { index = select_cuda_device(grid.comm(), plan.nccl); }))
+    throw Error(std::string("train.device = ") + name_of(c.train.device) + ": " + failure->message);
   try {
-    const int index = select_cuda_device(grid.comm());
     if (plan.nccl) grid.use_nccl();
-    return index;
   } catch (const std::runtime_error& e) {
-    throw Error(std::string("train.device = ") + name_of(c.train.device) + ": " + e.what());
+    throw Error(std::string("comm.backend = nccl: ") + e.what());
   }
+  return index;
 }
 
 }  // namespace gridtrain

@@ -5,6 +5,7 @@
 #include <limits>
 #include <new>
 
+#include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/output/thermo.hpp"
@@ -39,13 +40,14 @@ int world_size(MPI_Comm world) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops)
-    : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), plan_(plan_launch(cfg, world_size(world))),
+Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source)
+    : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)), plan_(plan_launch(cfg, world_size(world))),
       grid_(std::make_unique<Grid>(world, plan_.shape, cfg.comm.timeout_s)), faults_(cfg_.debug, grid_->rank()),
       schedule_(cfg) {
   // From here on cfg_, the Trainer's own copy: the parts keep references to it.
   cuda_device_ = place_rank(plan_, cfg_, *grid_);
   if (cuda_device_ >= 0) device_ = {torch::kCUDA, static_cast<torch::DeviceIndex>(cuda_device_)};
+  if (cuda_device_ >= 0 && cfg_.output.timer == TimerMode::Sync) timer_.set_sync(synchronize_device);
   load_data();
   build_model();
   guard_ = std::make_unique<StepGuard>(cfg_, grid_->all(), plan_.shape.dp, cfg_.train.micro_batch,
@@ -111,7 +113,8 @@ void Trainer::build_model() {
 
 void Trainer::describe_setup() const {
   log_.print(grid_->describe() + ", device " + device_.str() + "\n");
-  log_.print(std::string("Model: ") + name_of(cfg_.model.type) + ", " + fmt("%.4g", model_->flops_per_token()) +
+  log_.print(std::string("Model: ") + name_of(cfg_.model.type) + ", attention " +
+             (fused_attention(cfg_) ? "sdpa" : "math") + ", " + fmt("%.4g", model_->flops_per_token()) +
              " FLOPs/token (6N + 12LCT); layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " +
              join(plan_.stage_layers) + "; parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->all()) + "\n");
@@ -285,7 +288,7 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   r.mfu = rate.mfu;
   r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
   r.loss_scale = guard_->loss_scale();
-  const RunCounters counters{peak_gflops_, bytes_sent_, cuda_device_, val_total_};
+  const RunCounters counters{peak_gflops_, peak_source_, bytes_sent_, cuda_device_, val_total_};
   print_summary(r, counters, cfg_, timer_, *reducer_, *checkpointer_, *guard_, *grid_, log_);
 }
 

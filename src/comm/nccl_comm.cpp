@@ -137,21 +137,30 @@ int cuda_device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-int select_cuda_device(MPI_Comm world) {
+int select_cuda_device(MPI_Comm world, bool exclusive) {
+  // The collective part first, so that no rank leaves before it when another throws below.
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 0, local_ranks = 1;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0)
     throw std::runtime_error(std::string("no CUDA device visible (") + (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
                              "); use train.device = cpu");
-  MPI_Comm node;
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
+  if (exclusive && local_ranks > n)
+    throw std::runtime_error(std::to_string(local_ranks) + " ranks on this node share " + std::to_string(n) +
+                             " CUDA device(s), and NCCL needs a GPU of its own per rank; launch at most " +
+                             std::to_string(n) + " rank(s) per node (srun --ntasks-per-node, mpirun --map-by "
+                             "ppr:" + std::to_string(n) + ":node) or use train.device = cpu");
   const int device = local % n;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   return device;
 }
+
+void synchronize_device() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm comm, const std::string& axis) {
   return std::make_unique<NcclComm>(comm, axis);

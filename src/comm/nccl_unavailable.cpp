@@ -16,7 +16,9 @@ namespace {
 
 int cuda_device_count() { return 0; }
 
-int select_cuda_device(MPI_Comm) { no_cuda("train.device = cuda"); }
+int select_cuda_device(MPI_Comm, bool) { no_cuda("train.device = cuda"); }
+
+void synchronize_device() {}
 
 std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm, const std::string& axis) {
   no_cuda("comm.backend = nccl (axis " + axis + ")");

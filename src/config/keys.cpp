@@ -194,6 +194,10 @@ std::vector<Key> model_keys() {
       int_key<int>("model.block_size", GT_REF(model.block_size), "context length T, tokens", 1),
       int_key<int>("model.vocab_size", GT_REF(model.vocab_size),
                    "vocabulary size V; 0 = the dataset's vocab_size attribute", 0),
+      enum_key("model.attention", GT_REF(model.attention),
+               "causal self-attention kernel: sdpa (at::scaled_dot_product_attention: flash / memory-efficient "
+               "kernels on CUDA, the fused kernel on CPU; LibTorch >= 2.0), math (matmul, mask, softmax, matmul: "
+               "keeps (B, H, T, T) scores), auto = sdpa where the LibTorch has it, else math"),
   };
 }
 
@@ -331,7 +335,12 @@ std::vector<Key> output_keys() {
                "they are deleted. Without it such a run stops; checkpoint.resume = auto continues that run"),
       int_key<int>("output.thermo", GT_REF(output.thermo), "steps between thermo lines", 1),
       real_key("output.peak_gflops", GT_REF(output.peak_gflops),
-               "per-rank peak GFLOP/s for MFU; 0 = measure with an sgemm probe at start", 0.0, false),
+               "per-rank peak GFLOP/s for MFU; 0 = on CUDA the device's datasheet dense peak at precision.type, on "
+               "the CPU a matmul probe at precision.type with the run's threads", 0.0, false),
+      enum_key("output.timer", GT_REF(output.timer),
+               "section timing: wall (host clock; on a GPU, queued kernels are charged to the first section that "
+               "waits for them) or sync (synchronize the device at every stamp, as LAMMPS' timer sync: each "
+               "section holds its own GPU work, at some cost in speed)"),
   };
 }
 

@@ -21,11 +21,27 @@ std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
 
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp) : tp_(tp), n_head_(split(s.n_head, tp)) {
+bool sdpa_available() { return TORCH_VERSION_MAJOR >= 2; }
+
+CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp)
+    : tp_(tp), n_head_(split(s.n_head, tp)), fused_(s.fused_attention) {
   c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, tp)));
   c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, tp), s.n_embd));
   // A buffer, so that module->to(device) moves it with the parameters.
-  mask_ = register_buffer("mask", torch::ones({s.block_size, s.block_size}, torch::kBool).triu(1));
+  if (!fused_) mask_ = register_buffer("mask", torch::ones({s.block_size, s.block_size}, torch::kBool).triu(1));
+}
+
+// softmax(q kᵀ / sqrt(D) + causal mask) v over (B, H, T, D) heads.
+torch::Tensor CausalSelfAttention::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (fused_) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
+#endif
+  const auto T = q.size(2), D = q.size(3);
+  // Scale q (B, H, T, D) rather than the scores (B, H, T, T), and mask in place: two fewer passes
+  // over the largest activation (matmul's backward needs q and k, not its output).
+  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));  // (B, H, T, T)
+  att.masked_fill_(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
+  return torch::matmul(torch::softmax(att, -1), v);
 }
 
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
@@ -33,12 +49,7 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
   auto qkv = c_attn_->forward(tp_ ? copy_to_tp(x, *tp_) : x).split(C, 2);  // 3 × (B, T, C/tp)
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H/tp, T, D)
-  // Scale q (B, H, T, D) rather than the scores (B, H, T, T), and mask in place: two fewer passes
-  // over the largest activation (matmul's backward needs q and k, not its output).
-  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));  // (B, H, T, T)
-  att.masked_fill_(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
-  att = torch::softmax(att, -1);
-  auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
+  auto y = attend(q, k, v).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
   if (!tp_) return c_proj_->forward(y);
   // Row-parallel: partial sums over this rank's input features, reduced, then the bias once.
   return reduce_from_tp(torch::nn::functional::linear(y, c_proj_->weight), *tp_) + c_proj_->bias;
@@ -171,7 +182,10 @@ torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) 
 
 double GptPlan::activation_bytes(int micro_batch, int elem_bytes) const {
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size, t = tp_size();
-  const double per_layer = b * T * C * (10.0 + 24.0 / t + 5.0 * H * T / (C * t)) * elem_bytes / 2.0;
+  // Korthikanti et al. 2022, Table 2 (no dropout): 34 s b h bytes at 2-byte activations, 24 of
+  // them split by tp, plus 5 a s² b for the attention scores, which fused attention never stores.
+  const double scores = s_.fused_attention ? 0.0 : 5.0 * H * T / (C * t);
+  const double per_layer = b * T * C * (10.0 + 24.0 / t + scores) * elem_bytes / 2.0;
   return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
 }
 

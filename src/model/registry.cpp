@@ -3,6 +3,7 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/gpt.hpp"
+#include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
 namespace {
@@ -13,7 +14,7 @@ struct Entry {
 };
 
 GptShape gpt_shape(const Config& c, int vocab) {
-  return {vocab, c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd};
+  return {vocab, c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd, fused_attention(c)};
 }
 
 const Entry& entry(const Config& cfg) {
@@ -39,6 +40,13 @@ std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size, const
 
 std::unique_ptr<ModelPlan> plan_model(const Config& c, int vocab_size, const ModelLayout& layout) {
   return entry(c).plan(c, vocab_size, layout);
+}
+
+bool fused_attention(const Config& c) {
+  if (c.model.attention == Attention::Sdpa && !sdpa_available())
+    throw Error("model.attention = sdpa needs LibTorch >= 2.0 (at::scaled_dot_product_attention); this build has "
+                "LibTorch " TORCH_VERSION "; use model.attention = auto or math");
+  return c.model.attention == Attention::Sdpa || (c.model.attention == Attention::Auto && sdpa_available());
 }
 
 std::int64_t count_parameters(const torch::nn::Module& m) {

@@ -33,12 +33,10 @@ void OnebitAdam::step(double lr) {
   // The second moment stops at the freeze step, and so does its bias correction.
   const double t2 = static_cast<double>(compressed ? freeze_ : steps_);
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t2));
-  for (auto& s : slots_) {
-    s.exp_avg.lerp_(s.p.param.grad(), 1.0 - beta1_);  // with compression: the local momentum
-    if (!compressed) s.exp_avg_sq.mul_(beta2_).addcmul_(s.p.param.grad(), s.p.param.grad(), 1.0 - beta2_);
-  }
+  const AdamKernels kernels = default_adam_kernels();
+  adam_moments(slots_, beta1_, beta2_, /*second_moment=*/!compressed, kernels);  // compressed: the local momentum
   bytes_ = compressed ? compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_, feedback_, "1-bit Adam momentum") : 0;
-  for (auto& s : slots_) adam_apply(s, lr, bc1, bc2_sqrt, eps_, wd_);
+  adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_, kernels);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> OnebitAdam::rank_state() {

@@ -23,8 +23,7 @@ void print_performance(const RunResult& run, const RunCounters& counters, const 
             " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
   log.print("Performance: " + fmt("%.1f", run.tokens_per_s) + " tokens/s, " +
             fmt("%.2f", run.tokens_per_s / c.model.block_size) + " samples/s, " + fmt("%.2f", 100.0 * run.mfu) +
-            "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank" +
-            (c.output.peak_gflops > 0 ? ", from output.peak_gflops)\n" : ", measured by sgemm probe)\n"));
+            "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank: " + counters.peak_source + ")\n");
 }
 
 // What the reducer actually did, not what the deck asked for (compression disables overlap;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include <ATen/Config.h>
 #include <ATen/Parallel.h>
 
 namespace gridtrain {
@@ -52,6 +53,10 @@ void apply_threads(int threads) {
 
 BlasInfo detect_blas() {
   BlasInfo info;
+#if AT_MKL_ENABLED()
+  // This LibTorch carries MKL and calls it for sgemm, whatever libblas the process also loads.
+  info.library = "Intel MKL (inside LibTorch)";
+#else
   void* sym = dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info dl{};
   if (sym == nullptr || dladdr(sym, &dl) == 0 || dl.dli_fname == nullptr) return info;
@@ -68,6 +73,7 @@ BlasInfo detect_blas() {
     dlclose(lib);
   }
   info.reference = !optimized;
+#endif
   return info;
 }
 

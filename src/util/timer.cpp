@@ -24,11 +24,15 @@ void Timer::reset() {
 }
 
 void Timer::stamp(Section s) {
+  if (sync_) sync_();
   acc_[static_cast<std::size_t>(s)] += last_.seconds();
   last_.restart();
 }
 
-void Timer::stamp() { last_.restart(); }
+void Timer::stamp() {
+  if (sync_) sync_();
+  last_.restart();
+}
 
 void Timer::move(Section from, Section to, double seconds) {
   const double s = std::clamp(seconds, 0.0, acc_[static_cast<std::size_t>(from)]);

@@ -21,7 +21,5 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log);
 /// activations) and FLOPs per step for cfg on world's grid, without training. Collective.
 /// Throws gridtrain::Error for a grid that does not fit world or an unreadable dataset.
 int dry_run(const Config& cfg, MPI_Comm world, Log& log);
-/// Best-of-reps GFLOP/s of an n×n×n fp32 matmul through LibTorch with the current threads.
-double measure_sgemm_gflops(int n, int reps);
 
 }  // namespace gridtrain

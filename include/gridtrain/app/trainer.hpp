@@ -32,8 +32,9 @@ namespace gridtrain {
 class Trainer {
  public:
   /// Collective over world. Throws gridtrain::Error for problems every rank sees (the launch
-  /// plan, the dataset, a checkpoint to resume); peak_gflops is this rank's peak for MFU.
-  Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops);
+  /// plan, the dataset, a checkpoint to resume); peak_gflops is this rank's peak for MFU and
+  /// peak_source where it came from (app/peak.hpp), for the summary.
+  Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source = "given");
   ~Trainer();
 
   /// Runs train.steps steps, printing thermo lines, then the end-of-run summary. Collective.
@@ -70,6 +71,7 @@ class Trainer {
   const Config cfg_;  // read-only: run-time state lives with its owner (StepGuard: the micro-batch)
   Log& log_;
   double peak_gflops_;
+  std::string peak_source_;
   LaunchPlan plan_;
   std::unique_ptr<Grid> grid_;
   int cuda_device_ = -1;

@@ -41,9 +41,14 @@ int cuda_device_count();
 inline bool cuda_available() { return cuda_device_count() > 0; }
 
 /// Picks this rank's CUDA device (node-local rank modulo the visible devices), makes it
-/// current and returns its index. Collective over world. Throws std::runtime_error without a
-/// device or in a CPU build.
-int select_cuda_device(MPI_Comm world);
+/// current and returns its index. Collective over world (its collective part runs before any
+/// throw, so callers can agree() on the outcome). Throws std::runtime_error without a device, in
+/// a CPU build, and with `exclusive` (NCCL) when a node has more ranks than devices.
+int select_cuda_device(MPI_Comm world, bool exclusive = false);
+
+/// Waits for all work queued on the current CUDA device (output.timer = sync). A no-op in a
+/// CPU build.
+void synchronize_device();
 
 /// Creates the NCCL communicator over `comm` (collective over it) on the current device.
 /// Throws std::runtime_error naming the axis when NCCL fails, and in a CPU build.

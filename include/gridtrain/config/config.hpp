@@ -17,6 +17,7 @@ namespace gridtrain {
 // Enum-valued keys. Each enum's deck spellings are enum_names(E{}), indexed by the enumerator's
 // value; name_of(e) gives one back for messages and the effective-config echo.
 enum class ModelType { Gpt };
+enum class Attention { Auto, Sdpa, Math };
 enum class OptimizerType { AdamW, Sgd, OnebitAdam };
 enum class LrDecay { Cosine, Linear, Constant };
 enum class LrScaling { None, Linear };
@@ -28,8 +29,10 @@ enum class LossScaling { Auto, Dynamic, None };
 enum class Compression { None, Fp16, Bf16 };
 enum class Backend { Auto, Mpi, Nccl };
 enum class NonfiniteFault { None, Loss, Grad };
+enum class TimerMode { Wall, Sync };
 
 constexpr auto enum_names(ModelType) { return std::array{"gpt"}; }
+constexpr auto enum_names(Attention) { return std::array{"auto", "sdpa", "math"}; }
 constexpr auto enum_names(OptimizerType) { return std::array{"adamw", "sgd", "onebit_adam"}; }
 constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "constant"}; }
 constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
@@ -41,6 +44,7 @@ constexpr auto enum_names(LossScaling) { return std::array{"auto", "dynamic", "n
 constexpr auto enum_names(Compression) { return std::array{"none", "fp16", "bf16"}; }
 constexpr auto enum_names(Backend) { return std::array{"auto", "mpi", "nccl"}; }
 constexpr auto enum_names(NonfiniteFault) { return std::array{"none", "loss", "grad"}; }
+constexpr auto enum_names(TimerMode) { return std::array{"wall", "sync"}; }
 
 /// The deck spelling of e ("fp16", "1f1b", ...).
 template <class E>
@@ -68,6 +72,7 @@ struct Config {
     int n_embd = 128;
     int block_size = 128;  ///< context length T, tokens
     int vocab_size = 0;    ///< 0 = take it from the dataset's vocab_size attribute
+    Attention attention = Attention::Auto;  ///< auto: sdpa where the LibTorch has it (>= 2.0)
   } model;
   struct Data {
     std::string path = "data/kjv.h5";
@@ -134,7 +139,8 @@ struct Config {
     std::string dir = "out";
     bool overwrite = false;    ///< a fresh run may replace another run's metrics and checkpoints
     int thermo = 10;           ///< steps between thermo lines
-    double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = measure with an sgemm probe
+    double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = device table (CUDA) or a matmul probe (CPU)
+    TimerMode timer = TimerMode::Wall;  ///< sync: synchronize the device at each section stamp
   } output;
 
   struct Debug {

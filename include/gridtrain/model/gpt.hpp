@@ -21,7 +21,11 @@ namespace gridtrain {
 
 struct GptShape {
   std::int64_t vocab_size, block_size, n_layer, n_head, n_embd;
+  bool fused_attention = false;  ///< at::scaled_dot_product_attention instead of the written-out math
 };
+
+/// Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
+bool sdpa_available();
 
 /// This rank's part of a GPT for a layout: its parameters' shards and its costs.
 class GptPlan : public ModelPlan {
@@ -59,10 +63,12 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
  private:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
   Axis* tp_;
   std::int64_t n_head_;  // heads on this tp rank
   torch::nn::Linear c_attn_{nullptr}, c_proj_{nullptr};
-  torch::Tensor mask_;  // (block_size, block_size) bool, true above the diagonal
+  bool fused_;
+  torch::Tensor mask_;  // math path: (block_size, block_size) bool, true above the diagonal
 };
 
 class Mlp : public torch::nn::Module {
@@ -71,6 +77,7 @@ class Mlp : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
  private:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
   Axis* tp_;
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
 };

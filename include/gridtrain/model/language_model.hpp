@@ -60,6 +60,10 @@ std::unique_ptr<ModelPlan> plan_model(const Config& c, int vocab_size, const Mod
 std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size);
 std::shared_ptr<LanguageModel> make_model(const Config& c, int vocab_size, const ModelLayout& layout);
 
+/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used.
+/// Throws gridtrain::Error for sdpa on a LibTorch that lacks it (< 2.0).
+bool fused_attention(const Config& c);
+
 /// Number of elements over all parameters.
 std::int64_t count_parameters(const torch::nn::Module& m);
 

@@ -13,9 +13,18 @@ struct AdamSlot {
   bool decay;                         // >= 2-D weights only
 };
 
-/// p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + ε), the AdamW parameter update given the
-/// slot's moments and bias corrections bc1 = 1 − β1^t, bc2_sqrt = sqrt(1 − β2^t).
-void adam_apply(AdamSlot& s, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay);
+/// How the update runs: one kernel per tensor op (any LibTorch), or ATen's multi-tensor
+/// _foreach_* kernels, a few launches for all parameters (LibTorch >= 2.0; the same arithmetic).
+enum class AdamKernels { PerTensor, MultiTensor };
+/// MultiTensor where this LibTorch has it, else PerTensor.
+AdamKernels default_adam_kernels();
+
+/// m ← β1 m + (1 − β1) g (as lerp) and, with second_moment, v ← β2 v + (1 − β2) g², for every slot.
+void adam_moments(std::vector<AdamSlot>& slots, double beta1, double beta2, bool second_moment, AdamKernels k);
+/// p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + ε) for every slot (wd on decay slots only),
+/// given the bias corrections bc1 = 1 − β1^t, bc2_sqrt = sqrt(1 − β2^t).
+void adam_apply(std::vector<AdamSlot>& slots, double lr, double bc1, double bc2_sqrt, double eps,
+                double weight_decay, AdamKernels k);
 /// "<param>/exp_avg" and "<param>/exp_avg_sq" of every slot.
 std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
 
@@ -24,7 +33,8 @@ std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
 /// p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε).
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay);
+  AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay,
+        AdamKernels kernels = default_adam_kernels());
   void step(double lr) override;
   OptimizerType type() const override { return OptimizerType::AdamW; }
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
@@ -32,6 +42,7 @@ class AdamW : public Optimizer {
  private:
   std::vector<AdamSlot> slots_;
   double beta1_, beta2_, eps_, wd_;
+  AdamKernels kernels_;
 };
 
 }  // namespace gridtrain

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "gridtrain/checkpoint/checkpointer.hpp"
@@ -61,6 +62,7 @@ struct RunResult {
 /// What else the summary reports about this rank's run.
 struct RunCounters {
   double peak_gflops = 0;                     ///< this rank's peak
+  std::string peak_source;                    ///< where it came from (app/peak.hpp)
   std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
   int cuda_device = -1;                       ///< the rank's CUDA device, or -1 on the CPU
   std::size_t val_windows = 0;                ///< validation windows per pass

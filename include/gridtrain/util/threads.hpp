@@ -23,11 +23,12 @@ ThreadPlan plan_threads(MPI_Comm world);
 void apply_threads(int threads);
 
 struct BlasInfo {
-  std::string library;     ///< resolved path of the library that provides sgemm_
-  bool reference = false;  ///< the slow Netlib reference BLAS
+  std::string library;     ///< what serves LibTorch's sgemm: MKL inside it, or the path of the sgemm_ library
+  bool reference = false;  ///< that library looks like the slow Netlib reference BLAS (confirm by timing it)
 };
 
-/// Finds which library LibTorch's sgemm_ comes from.
+/// Finds which library serves LibTorch's sgemm: MKL when LibTorch was built with it (PyPI's),
+/// else the library that provides sgemm_ (Debian's LibTorch calls the system BLAS).
 BlasInfo detect_blas();
 
 }  // namespace gridtrain

@@ -41,6 +41,9 @@ const char* section_name(Section s);
 class Timer {
  public:
   explicit Timer(ClockFn clock = wall_seconds) : last_(clock), loop_(clock) {}
+  /// Called before each reading of the clock (e.g. a device synchronization, output.timer = sync);
+  /// null: none.
+  void set_sync(void (*sync)()) { sync_ = sync; }
   /// Zeroes the sections and starts the loop clock.
   void reset();
   /// Charges the time since the previous stamp (or reset) to s.
@@ -59,6 +62,7 @@ class Timer {
  private:
   Stopwatch last_, loop_;
   std::array<double, kSectionCount> acc_{};
+  void (*sync_)() = nullptr;
 };
 
 struct SectionStats {

@@ -1,0 +1,85 @@
+#include "gridtrain/app/peak.hpp"
+
+#include <array>
+#include <cstdio>
+
+#include <torch/torch.h>
+
+#ifdef GRIDTRAIN_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+#include "gridtrain/precision/autocast.hpp"
+#include "gridtrain/util/timer.hpp"
+
+namespace gridtrain {
+namespace {
+
+// Dense peaks, TFLOP/s: {bf16/fp16 tensor cores, fp32 (no TF32)}; the SXM parts.
+struct DevicePeak {
+  const char* name;
+  double half, single;
+};
+constexpr std::array<DevicePeak, 5> kDevices = {{{"H200", 989.0, 67.0},
+                                                 {"H100", 989.0, 67.0},
+                                                 {"A100", 312.0, 19.5},
+                                                 {"L40S", 362.0, 91.6},
+                                                 {"V100", 125.0, 15.7}}};
+
+void synchronize(bool cuda) {
+#ifdef GRIDTRAIN_CUDA
+  if (cuda) torch::cuda::synchronize();
+#else
+  (void)cuda;
+#endif
+}
+
+}  // namespace
+
+double probe_matmul_gflops(Precision precision, bool cuda, double min_seconds) {
+  torch::NoGradGuard no_grad;
+  const auto options = torch::TensorOptions(compute_dtype(precision)).device(cuda ? torch::kCUDA : torch::kCPU);
+  auto time_one = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    synchronize(cuda);
+    const Stopwatch clock;
+    auto c = torch::mm(a, b);
+    synchronize(cuda);
+    return clock.seconds();
+  };
+  std::int64_t n = 256;
+  torch::Tensor a, b;
+  for (;; n *= 2) {  // grow until one product is long enough to time
+    a = torch::randn({n, n}, options), b = torch::randn({n, n}, options);
+    time_one(a, b);  // warm-up: thread pool, BLAS buffers, kernels
+    if (time_one(a, b) >= 0.05 || n >= 16384) break;
+  }
+  const double flop = 2.0 * static_cast<double>(n) * n * n;
+  double best = 0.0;
+  for (const Stopwatch total; total.seconds() < min_seconds;) best = std::max(best, flop / time_one(a, b) / 1e9);
+  return best;
+}
+
+Peak rank_peak(const Config& c, bool cuda) {
+  if (c.output.peak_gflops > 0) return {c.output.peak_gflops, "output.peak_gflops"};
+  char what[160];
+  if (cuda) {
+#ifdef GRIDTRAIN_CUDA
+    const std::string device = at::cuda::getCurrentDeviceProperties()->name;
+    for (const auto& d : kDevices)
+      if (device.find(d.name) != std::string::npos) {
+        const double tflops = c.precision.type == Precision::Fp32 ? d.single : d.half;
+        std::snprintf(what, sizeof what, "%s dense %s peak, datasheet", device.c_str(), name_of(c.precision.type));
+        return {1e3 * tflops, what};
+      }
+    std::snprintf(what, sizeof what, "%s not in the device table: %s matmul probe", device.c_str(),
+                  name_of(c.precision.type));
+    return {probe_matmul_gflops(c.precision.type, true), what};
+#else
+    (void)kDevices;
+#endif
+  }
+  std::snprintf(what, sizeof what, "%s matmul probe with this rank's threads", name_of(c.precision.type));
+  return {probe_matmul_gflops(c.precision.type, false), what};
+}
+
+}  // namespace gridtrain

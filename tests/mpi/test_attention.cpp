@@ -1,0 +1,75 @@
+// model.attention: the fused kernel (at::scaled_dot_product_attention, LibTorch >= 2.0) computes
+// what the written-out attention computes — loss and every gradient to 1e-5 relative in fp32 —
+// on one rank, with tensor parallelism (local heads, tp = 2) and on a pipeline stage that takes
+// activations. On a LibTorch without it (Debian's 1.13), auto falls back to math and sdpa is a
+// clear error.
+#include <catch2/catch.hpp>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
+#include "gridtrain/model/gpt.hpp"
+#include "gridtrain/util/error.hpp"
+
+using namespace gridtrain;
+
+namespace {
+
+Config attention_config(Attention a) {
+  Config c = parse_config("", "test", {});
+  c.model.n_layer = 2, c.model.n_head = 4, c.model.n_embd = 32, c.model.block_size = 16;
+  c.model.attention = a;
+  return c;
+}
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).norm() / b.norm().clamp_min(1e-30)).item<double>();
+}
+
+// Loss (last stage: from ids (B, T) or activations (B, T, C)) and gradients of parameters and
+// input, for the model of attention `a` on `layout`, from the same seed and data.
+std::vector<torch::Tensor> loss_and_grads(Attention a, const ModelLayout& layout, bool activations_in) {
+  auto model = make_model(attention_config(a), 64, layout);
+  model->initialize(7);
+  torch::manual_seed(11);
+  const auto ids = torch::randint(0, 64, {3, 17}, torch::kLong);  // (B, T+1)
+  auto x = activations_in ? torch::randn({3, 16, 32}).requires_grad_() : ids.slice(1, 0, 16);
+  const auto loss = model->head_loss_sum(model->stage_forward(x), ids.slice(1, 1, 17)) / (3.0 * 16);
+  loss.backward();
+  std::vector<torch::Tensor> out{loss.detach()};
+  for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
+  if (activations_in) out.push_back(x.grad().clone());
+  return out;
+}
+
+void check_same(const ModelLayout& layout, bool activations_in) {
+  const auto fused = loss_and_grads(Attention::Sdpa, layout, activations_in);
+  const auto math = loss_and_grads(Attention::Math, layout, activations_in);
+  REQUIRE(fused.size() == math.size());
+  REQUIRE(fused.size() > 10);
+  for (std::size_t i = 0; i < fused.size(); ++i) {
+    CAPTURE(i);
+    CHECK(rel(fused[i], math[i]) <= 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("model.attention = sdpa computes the math path's loss and gradients", "[np2]") {
+  if (!sdpa_available()) {  // LibTorch 1.13: auto is math, and sdpa says what it needs
+    CHECK_THROWS_WITH(make_model(attention_config(Attention::Sdpa), 64),
+                      Catch::Contains("model.attention = sdpa needs LibTorch >= 2.0"));
+    CHECK(plan_model(attention_config(Attention::Auto), 64, {})->activation_bytes(4, 4) ==
+          plan_model(attention_config(Attention::Math), 64, {})->activation_bytes(4, 4));
+    return;
+  }
+  SECTION("one rank, the whole model") { check_same({}, false); }
+  SECTION("tp = 2: each rank its local heads") {
+    Grid grid(MPI_COMM_WORLD, GridShape{1, 2, 1});
+    check_same({&grid.tp(), 0, 1, 0, -1}, false);
+  }
+  SECTION("the last of two pipeline stages, from activations") { check_same({nullptr, 1, 2, 1, 1}, true); }
+  SECTION("fused attention stores no (B, H, T, T) scores") {
+    CHECK(plan_model(attention_config(Attention::Sdpa), 64, {})->activation_bytes(4, 4) <
+          plan_model(attention_config(Attention::Math), 64, {})->activation_bytes(4, 4));
+  }
+}
