@@ -3,6 +3,18 @@
 #   (oversubscribed, so 8 ranks run on 2 cores).
 set(GRIDTRAIN_MPI_ENV
   "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1;OMP_NUM_THREADS=1")
+# In the cuda build every test runs on the CUDA LibTorch's binaries (on a machine without a GPU
+# they train on the CPU, and the GPU tests skip): they need the libraries that LibTorch's wheel
+# brings and the toolkit lacks, and, where no driver is installed, its stub, so that they load.
+if(GRIDTRAIN_CUDA)
+  set(gpu_libs "${GRIDTRAIN_CUDA_EXTRA_LIB}:${CUDAToolkit_LIBRARY_DIR}")
+  find_library(GRIDTRAIN_CUDA_DRIVER NAMES libcuda.so.1 cuda NO_CACHE PATHS /usr/lib/x86_64-linux-gnu /usr/lib64
+               NO_DEFAULT_PATH)
+  if(NOT GRIDTRAIN_CUDA_DRIVER)
+    string(APPEND gpu_libs ":${GRIDTRAIN_CUDA_EXTRA_LIB}/driver-stub")
+  endif()
+  string(APPEND GRIDTRAIN_MPI_ENV ";LD_LIBRARY_PATH=${gpu_libs}")
+endif()
 
 function(gridtrain_add_mpi_test name nprocs)
   add_test(NAME ${name}

@@ -4,6 +4,8 @@
 #include <functional>
 #include <limits>
 #include <new>
+#include <tuple>
+#include <utility>
 
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/output/rank_stats.hpp"
@@ -24,12 +26,14 @@ std::string join(const std::vector<int>& v) {
   return out;
 }
 
-// (rows, T+1) int64 token windows on the device; fill(b, out) writes row b's T+1 tokens.
+// (rows, T+1) int64 token windows on the device; fill(b, out) writes row b's T+1 tokens. For a
+// GPU they are written into pinned host memory and copied without blocking the host (the
+// caching host allocator keeps the buffer until the copy is done).
 torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
-  auto batch = torch::empty({rows, T + 1}, torch::kLong);
+  auto batch = torch::empty({rows, T + 1}, torch::TensorOptions(torch::kLong).pinned_memory(device.is_cuda()));
   auto* out = batch.data_ptr<std::int64_t>();
   for (int b = 0; b < rows; ++b) fill(b, out + static_cast<std::size_t>(b) * (T + 1));
-  return batch.to(device);
+  return batch.to(device, /*non_blocking=*/true);
 }
 
 int world_size(MPI_Comm world) {
@@ -165,12 +169,15 @@ double Trainer::evaluate() {
   return sums[0] / sums[1];
 }
 
-// Σ ||g||² over counted_; summed over the grid it counts every parameter dp times.
-double Trainer::counted_grad_sq() const {
-  if (counted_.empty()) return 0.0;
+// {loss, Σ ||g||² over counted_} to the host: the step's one device→host copy. Summed over the
+// grid the norm counts every parameter dp times.
+std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) const {
+  const auto on = torch::TensorOptions(torch::kDouble).device(device_);
   std::vector<torch::Tensor> norms;  // fp32 kernels with blocked accumulation, combined in fp64
   for (const auto& p : counted_) norms.push_back(p.grad().norm());
-  return torch::stack(norms).to(torch::kDouble).square().sum().item<double>();  // one device sync
+  const auto sq = norms.empty() ? torch::zeros({}, on) : torch::stack(norms).to(torch::kDouble).square().sum();
+  const auto both = torch::stack({loss.defined() ? loss.to(torch::kDouble) : torch::zeros({}, on), sq}).cpu();
+  return {both[0].item<double>(), both[1].item<double>()};
 }
 
 Verdict Trainer::train_step(long long s, double lr) {
@@ -180,15 +187,16 @@ Verdict Trainer::train_step(long long s, double lr) {
   reducer_->zero_grad(optimizer_->owns_communication());
   timer_.stamp();
   StepReport mine;
+  torch::Tensor loss;  // last stage: the step's mean loss, on the device
   try {
     // An Inf stays Inf through accumulation and the allreduce; no bucket is in flight yet.
     if (faults_.inf_gradient(s)) model_->parameters().front().mutable_grad().view(-1)[0].fill_(INFINITY);
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem), grid_->all()))
       throw std::bad_alloc();
-    mine.loss = engine_->train(guard_->accumulation(), guard_->micro_batch(),
-                               [this](std::int64_t first, int rows) { return train_windows(first, rows); },
-                               stage_forward(s), *reducer_, guard_->loss_scale());
+    loss = engine_->train(guard_->accumulation(), guard_->micro_batch(),
+                          [this](std::int64_t first, int rows) { return train_windows(first, rows); },
+                          stage_forward(s), *reducer_, guard_->loss_scale());
   } catch (const std::bad_alloc&) {
     mine.oom = true;
   } catch (const c10::OutOfMemoryError&) {
@@ -203,7 +211,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   engine_->sum_tied_gradient();
   timer_.stamp(Section::PpComm);
   mine.counts_loss = model_->last_stage() && tp.rank() == 0;  // one rank per replica
-  mine.grad_sq = counted_grad_sq();
+  std::tie(mine.loss, mine.grad_sq) = loss_and_grad_sq(loss);
   const Verdict v = guard_->judge(s, mine, reducer_->exchange() == GradExchange::Local);
   timer_.stamp(Section::DpComm);
   bytes_sent_[1] += tp.bytes_sent() - tp_bytes;  // training traffic only, not validation

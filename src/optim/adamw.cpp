@@ -11,7 +11,7 @@ struct Lists {  // the slots' tensors as ATen tensor lists
   std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq, decayed;
 };
 
-Lists lists_of(std::vector<AdamSlot>& slots) {
+Lists lists_of(std::span<AdamSlot> slots) {
   Lists l;
   for (auto& s : slots) {
     l.params.push_back(s.p.param);
@@ -30,7 +30,7 @@ AdamKernels default_adam_kernels() {
   return TORCH_VERSION_MAJOR >= 2 ? AdamKernels::MultiTensor : AdamKernels::PerTensor;
 }
 
-void adam_moments(std::vector<AdamSlot>& slots, double beta1, double beta2, bool second_moment, AdamKernels k) {
+void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment, AdamKernels k) {
 #if TORCH_VERSION_MAJOR >= 2
   if (k == AdamKernels::MultiTensor) {
     const Lists l = lists_of(slots);
@@ -49,8 +49,8 @@ void adam_moments(std::vector<AdamSlot>& slots, double beta1, double beta2, bool
   }
 }
 
-void adam_apply(std::vector<AdamSlot>& slots, double lr, double bc1, double bc2_sqrt, double eps,
-                double weight_decay, AdamKernels k) {
+void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay,
+                AdamKernels k) {
 #if TORCH_VERSION_MAJOR >= 2
   if (k == AdamKernels::MultiTensor) {
     const Lists l = lists_of(slots);
@@ -84,8 +84,15 @@ void AdamW::step(double lr) {
   ++steps_;
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
-  adam_moments(slots_, beta1_, beta2_, /*second_moment=*/true, kernels_);
-  adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_, kernels_);
+  if (kernels_ == AdamKernels::MultiTensor) {
+    adam_moments(slots_, beta1_, beta2_, /*second_moment=*/true, kernels_);
+    adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_, kernels_);
+    return;
+  }
+  for (auto& s : slots_) {  // one tensor at a time: its four buffers stay in cache between the two passes
+    adam_moments({&s, 1}, beta1_, beta2_, /*second_moment=*/true, kernels_);
+    adam_apply({&s, 1}, lr, bc1, bc2_sqrt, eps_, wd_, kernels_);
+  }
 }
 
 std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots) {

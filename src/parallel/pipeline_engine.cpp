@@ -26,7 +26,7 @@ torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* w
   return t;
 }
 
-double PipelineEngine::train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward,
+torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward,
                              Reducer& reducer, double loss_scale) {
   const int B = micro_batch, M = micro_batches;
   Axis& pp = grid_.pp();
@@ -36,7 +36,7 @@ double PipelineEngine::train(int micro_batches, int micro_batch, const Windows& 
     in_flight.push_back(t.detach().to(torch::kFloat).contiguous());
     sends.push_back(pp.send(in_flight.back().data_ptr(), in_flight.back().nbytes(), peer, tag, "micro-batch"));
   };
-  torch::Tensor loss_sum;  // last stage: Σ losses, read once at the end (one device sync)
+  torch::Tensor loss_sum;  // last stage: Σ losses, on the device
   int backwards_left = M;
   for (const PipeOp& op : pipeline_schedule(schedule_, pp.rank(), pp.size(), M)) {
     const int m = op.micro_batch;
@@ -63,7 +63,7 @@ double PipelineEngine::train(int micro_batches, int micro_batch, const Windows& 
   }
   for (auto& w : sends) w.wait();
   timer_.stamp(Section::PpComm);
-  return loss_sum.defined() ? loss_sum.item<double>() : 0.0;
+  return loss_sum;
 }
 
 double PipelineEngine::evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward) {

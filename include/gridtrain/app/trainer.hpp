@@ -63,8 +63,9 @@ class Trainer {
   PipelineEngine::Forward stage_forward(long long s);
   /// (rows, T+1) training windows of this dp rank's share of the step's global batch.
   torch::Tensor train_windows(std::int64_t first, int rows);
-  /// Σ‖g‖² over the gradients this rank counts toward the global norm.
-  double counted_grad_sq() const;
+  /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
+  /// global norm, brought to the host together.
+  std::pair<double, double> loss_and_grad_sq(const torch::Tensor& loss) const;
   /// Prints the summary and fills the rest of the result.
   void finish(RunResult& r, const Throughput& throughput);
 

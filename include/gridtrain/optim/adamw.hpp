@@ -1,5 +1,6 @@
 // AdamW, and the Adam slot and update it shares with 1-bit Adam.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "gridtrain/optim/optimizer.hpp"
@@ -20,11 +21,11 @@ enum class AdamKernels { PerTensor, MultiTensor };
 AdamKernels default_adam_kernels();
 
 /// m ← β1 m + (1 − β1) g (as lerp) and, with second_moment, v ← β2 v + (1 − β2) g², for every slot.
-void adam_moments(std::vector<AdamSlot>& slots, double beta1, double beta2, bool second_moment, AdamKernels k);
+void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment, AdamKernels k);
 /// p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + ε) for every slot (wd on decay slots only),
 /// given the bias corrections bc1 = 1 − β1^t, bc2_sqrt = sqrt(1 − β2^t).
-void adam_apply(std::vector<AdamSlot>& slots, double lr, double bc1, double bc2_sqrt, double eps,
-                double weight_decay, AdamKernels k);
+void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay,
+                AdamKernels k);
 /// "<param>/exp_avg" and "<param>/exp_avg_sq" of every slot.
 std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
 

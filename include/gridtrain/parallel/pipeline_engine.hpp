@@ -38,10 +38,11 @@ class PipelineEngine {
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
   /// / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
-  /// Returns on the last stage the step's mean loss (Σ of the micro-batch means / micro_batches;
-  /// one device sync), 0 elsewhere. Throws std::bad_alloc / c10::OutOfMemoryError when out of
-  /// memory, CommTimeout when a peer stage does not answer in comm.timeout_s.
-  double train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward, Reducer& reducer,
+  /// Returns on the last stage the step's mean loss (Σ of the micro-batch means / micro_batches)
+  /// as a 0-d tensor on the device, left there (no synchronization); undefined elsewhere. Throws
+  /// std::bad_alloc / c10::OutOfMemoryError when out of memory, CommTimeout when a peer stage
+  /// does not answer in comm.timeout_s.
+  torch::Tensor train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward, Reducer& reducer,
                double loss_scale);
   /// Forward only over `rows` windows in micro-batches of micro_batch (validation). Returns on
   /// the last stage the summed loss over rows·T tokens (nats), 0 elsewhere.
