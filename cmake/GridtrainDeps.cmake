@@ -45,6 +45,9 @@ if(GRIDTRAIN_CUDA)
   # since one process can hold only one libnccl.so.2. The header is the toolkit's.
   set(GRIDTRAIN_CUDA_EXTRA_LIB "${TORCH_INSTALL_PREFIX}/../extra-lib")
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  if(NCCL_LIBRARY AND NOT EXISTS "${NCCL_LIBRARY}")  # e.g. from an earlier LibTorch's NCCL wheel
+    unset(NCCL_LIBRARY CACHE)
+  endif()
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
                HINTS ${GRIDTRAIN_CUDA_EXTRA_LIB} ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
   if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)

@@ -39,8 +39,11 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   log.print("Threads: " + std::to_string(threads.threads) + " per rank (" + threads.source + ")\n");
   const BlasInfo blas = detect_blas();
   log.print("BLAS: " + (blas.library.empty() ? std::string("unknown") : blas.library) + "\n");
-  const Peak peak = rank_peak(cfg, plan_launch(cfg, size).cuda);
-  log.print("Peak: " + fmt("%.1f", peak.gflops) + " GFLOP/s per rank (" + peak.source + ", rank 0)\n");
+  // On CUDA the Trainer takes the peak once its rank has a GPU (0 here asks it to).
+  const Peak peak = plan_launch(cfg, size).cuda ? Peak{cfg.output.peak_gflops, "output.peak_gflops"}
+                                                : rank_peak(cfg, /*cuda=*/false);
+  if (peak.gflops > 0)
+    log.print("Peak: " + fmt("%.1f", peak.gflops) + " GFLOP/s per rank (" + peak.source + ", rank 0)\n");
   // Only a measured slow sgemm is a problem: a LibTorch with MKL inside ignores the system BLAS.
   const double sgemm = blas.reference ? probe_matmul_gflops(Precision::Fp32, false) : 0.0;
   if (blas.reference && sgemm < kSlowSgemmGflops * threads.threads)

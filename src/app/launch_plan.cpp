@@ -101,7 +101,9 @@ ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
 int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {
   if (!plan.cuda) return -1;
   int index = -1;
-  // Nodes may differ (one with fewer GPUs): every rank learns of a failure on any.
+  // Nodes may differ (one with fewer GPUs): every rank learns of a failure on any. fn makes
+  // collective calls on world, which agree_on() forbids in general: select_cuda_device makes
+  // them on every rank before anything can throw, so they stay matched.
   if (auto failure = agree_on(grid.comm(), [&] { index = select_cuda_device(grid.comm(), plan.nccl); }))
     throw Error(std::string("train.device = ") + name_of(c.train.device) + ": " + failure->message);
   try {

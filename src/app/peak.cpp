@@ -7,6 +7,7 @@
 
 #ifdef GRIDTRAIN_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
 #include "gridtrain/precision/autocast.hpp"
@@ -15,16 +16,18 @@
 namespace gridtrain {
 namespace {
 
-// Dense peaks, TFLOP/s: {bf16/fp16 tensor cores, fp32 (no TF32)}; the SXM parts.
+// Dense peaks, TFLOP/s: {bf16/fp16 tensor cores, fp32 (no TF32)}, by the device name's part;
+// the first match wins, so the PCIe/NVL parts come before the SXM ones of the same name.
 struct DevicePeak {
   const char* name;
   double half, single;
 };
-constexpr std::array<DevicePeak, 5> kDevices = {{{"H200", 989.0, 67.0},
+constexpr std::array<DevicePeak, 6> kDevices = {{{"H100 PCIe", 756.0, 51.0},
+                                                 {"H100 NVL", 835.0, 60.0},
                                                  {"H100", 989.0, 67.0},
+                                                 {"H200", 989.0, 67.0},
                                                  {"A100", 312.0, 19.5},
-                                                 {"L40S", 362.0, 91.6},
-                                                 {"V100", 125.0, 15.7}}};
+                                                 {"L40S", 362.0, 91.6}}};
 
 void synchronize(bool cuda) {
 #ifdef GRIDTRAIN_CUDA
@@ -56,6 +59,10 @@ double probe_matmul_gflops(Precision precision, bool cuda, double min_seconds) {
   const double flop = 2.0 * static_cast<double>(n) * n * n;
   double best = 0.0;
   for (const Stopwatch total; total.seconds() < min_seconds;) best = std::max(best, flop / time_one(a, b) / 1e9);
+#ifdef GRIDTRAIN_CUDA
+  a = b = torch::Tensor();
+  if (cuda) c10::cuda::CUDACachingAllocator::emptyCache();  // the probe's buffers are not the run's
+#endif
   return best;
 }
 

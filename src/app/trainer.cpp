@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "gridtrain/app/peak.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
@@ -52,6 +53,11 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   cuda_device_ = place_rank(plan_, cfg_, *grid_);
   if (cuda_device_ >= 0) device_ = {torch::kCUDA, static_cast<torch::DeviceIndex>(cuda_device_)};
   if (cuda_device_ >= 0 && cfg_.output.timer == TimerMode::Sync) timer_.set_sync(synchronize_device);
+  if (peak_gflops_ <= 0) {  // a GPU's peak, now that this rank has its device
+    const Peak peak = rank_peak(cfg_, cuda_device_ >= 0);
+    peak_gflops_ = peak.gflops, peak_source_ = peak.source;
+    log_.print("Peak: " + fmt("%.1f", peak_gflops_) + " GFLOP/s per rank (" + peak_source_ + ", rank 0)\n");
+  }
   load_data();
   build_model();
   guard_ = std::make_unique<StepGuard>(cfg_, grid_->all(), plan_.shape.dp, cfg_.train.micro_batch,

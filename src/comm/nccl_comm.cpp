@@ -2,7 +2,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <array>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "gridtrain/comm/device_comm.hpp"
 
@@ -138,29 +141,44 @@ int cuda_device_count() {
 }
 
 int select_cuda_device(MPI_Comm world, bool exclusive) {
-  // The collective part first, so that no rank leaves before it when another throws below.
+  // The collective parts run on every rank before anything can throw, so that callers can
+  // agree() on the outcome.
   MPI_Comm node;
   MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   int local = 0, local_ranks = 1;
   MPI_Comm_rank(node, &local);
   MPI_Comm_size(node, &local_ranks);
-  MPI_Comm_free(&node);
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
+  const int device = n > 0 ? local % n : -1;
+  // Which physical GPU each rank of the node gets: with per-rank binding (Slurm --gpus-per-task,
+  // CUDA_VISIBLE_DEVICES per rank) every rank sees "device 0", but each a different one.
+  std::array<char, 64> bus{}, mine{};
+  if (device >= 0) cudaDeviceGetPCIBusId(mine.data(), static_cast<int>(mine.size()), device);
+  std::vector<char> all(bus.size() * static_cast<std::size_t>(local_ranks));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), static_cast<int>(mine.size()),
+                MPI_CHAR, node);
+  MPI_Comm_free(&node);
   if (e != cudaSuccess || n == 0)
     throw std::runtime_error(std::string("no CUDA device visible (") + (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
                              "); use train.device = cpu");
-  if (exclusive && local_ranks > n)
-    throw std::runtime_error(std::to_string(local_ranks) + " ranks on this node share " + std::to_string(n) +
-                             " CUDA device(s), and NCCL needs a GPU of its own per rank; launch at most " +
-                             std::to_string(n) + " rank(s) per node (srun --ntasks-per-node, mpirun --map-by "
-                             "ppr:" + std::to_string(n) + ":node) or use train.device = cpu");
-  const int device = local % n;
+  int sharing = 0;  // ranks of this node on this rank's GPU
+  for (int r = 0; r < local_ranks; ++r)
+    sharing += std::string(&all[static_cast<std::size_t>(r) * bus.size()]) == std::string(mine.data()) ? 1 : 0;
+  if (exclusive && sharing > 1)
+    throw std::runtime_error(std::to_string(sharing) + " ranks on this node share the CUDA device " +
+                             std::string(mine.data()) + " (" + std::to_string(local_ranks) + " ranks, " +
+                             std::to_string(n) + " visible device(s) each), and NCCL needs a GPU of its own per "
+                             "rank; launch at most one rank per GPU (srun --gpus-per-task=1, or mpirun with at most " +
+                             std::to_string(n) + " ranks per node) or use train.device = cpu");
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   return device;
 }
 
-void synchronize_device() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+// The compute stream only: the NCCL streams' sends and receives may wait for a peer that is
+// itself waiting here (a deadlock), and their completion is the Work handles' job, under
+// comm.timeout_s.
+void synchronize_device() { check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize"); }
 
 std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm comm, const std::string& axis) {
   return std::make_unique<NcclComm>(comm, axis);

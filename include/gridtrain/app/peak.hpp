@@ -2,8 +2,9 @@
 //
 //   output.peak_gflops > 0   that value;
 //   CUDA                     the device's dense peak for the run's precision from a table of
-//                            data-center GPUs (NVIDIA datasheets; no sparsity, fp32 without TF32,
-//                            which LibTorch leaves off for matmuls), else a probe on the device;
+//                            data-center GPUs (NVIDIA datasheets: H100 SXM/PCIe/NVL, H200, A100,
+//                            L40S; no sparsity, fp32 without TF32, which LibTorch leaves off for
+//                            matmuls), else a probe on the device;
 //   CPU                      a matmul probe at the run's precision (fp32, or bf16 for bf16 runs)
 //                            with the run's threads, growing the size until one product takes
 //                            50 ms and repeating it for at least 0.3 s: the best rate it sees.
@@ -21,8 +22,8 @@ struct Peak {
   std::string source;  ///< what it came from, for the log and the summary
 };
 
-/// The peak of a rank training on CUDA (cuda) or the CPU at c.precision.type. Throws
-/// std::runtime_error when CUDA is asked for in a CPU build.
+/// The peak of a rank training on its CUDA device (cuda; call it once the rank has one) or the
+/// CPU, at c.precision.type. In a CPU build cuda is ignored.
 Peak rank_peak(const Config& c, bool cuda);
 
 /// Best GFLOP/s of an n×n×n matrix product in `precision` on the CPU or the current CUDA device,

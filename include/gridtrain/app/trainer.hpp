@@ -33,7 +33,8 @@ class Trainer {
  public:
   /// Collective over world. Throws gridtrain::Error for problems every rank sees (the launch
   /// plan, the dataset, a checkpoint to resume); peak_gflops is this rank's peak for MFU and
-  /// peak_source where it came from (app/peak.hpp), for the summary.
+  /// peak_source where it came from (app/peak.hpp), for the summary; 0 asks the Trainer to find
+  /// it (rank_peak) once the rank is on its device.
   Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source = "given");
   ~Trainer();
 

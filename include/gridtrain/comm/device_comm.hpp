@@ -43,11 +43,12 @@ inline bool cuda_available() { return cuda_device_count() > 0; }
 /// Picks this rank's CUDA device (node-local rank modulo the visible devices), makes it
 /// current and returns its index. Collective over world (its collective part runs before any
 /// throw, so callers can agree() on the outcome). Throws std::runtime_error without a device, in
-/// a CPU build, and with `exclusive` (NCCL) when a node has more ranks than devices.
+/// a CPU build, and with `exclusive` (NCCL) when another rank of the node got the same physical
+/// GPU (same PCI bus id; per-rank binding that shows every rank one device is fine).
 int select_cuda_device(MPI_Comm world, bool exclusive = false);
 
-/// Waits for all work queued on the current CUDA device (output.timer = sync). A no-op in a
-/// CPU build.
+/// Waits for the work queued on the compute stream (output.timer = sync); communication on the
+/// NCCL streams is left to its Work handles. A no-op in a CPU build.
 void synchronize_device();
 
 /// Creates the NCCL communicator over `comm` (collective over it) on the current device.

@@ -77,7 +77,6 @@ class Mlp : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
  private:
-  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
   Axis* tp_;
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
 };
