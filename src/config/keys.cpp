@@ -320,8 +320,8 @@ std::vector<Key> checkpoint_keys() {
       bool_key("checkpoint.async", GT_REF(checkpoint.async),
                "write checkpoints in the background; the step loop pays only for a host copy"),
       resume_key("none; auto (checkpoint.dir's newest checkpoint that passes its checksums, `latest` first; start "
-               "fresh only where there is no checkpoint file); a checkpoint file, a directory of them, or a "
-               "`latest` pointer. --restart PATH sets it"),
+                 "fresh only where there is no checkpoint file); a checkpoint file, a directory of them, or a "
+                 "`latest` pointer. --restart PATH sets it"),
   };
 }
 
