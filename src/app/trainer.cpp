@@ -1,7 +1,6 @@
 #include "gridtrain/app/trainer.hpp"
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <new>
 #include <tuple>
@@ -9,6 +8,7 @@
 
 #include "gridtrain/app/peak.hpp"
 #include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/data/windows.hpp"
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/output/thermo.hpp"
@@ -27,26 +27,11 @@ std::string join(const std::vector<int>& v) {
   return out;
 }
 
-// (rows, T+1) int64 token windows on the device; fill(b, out) writes row b's T+1 tokens. For a
-// GPU they are written into pinned host memory and copied without blocking the host (the
-// caching host allocator keeps the buffer until the copy is done).
-torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
-  auto batch = torch::empty({rows, T + 1}, torch::TensorOptions(torch::kLong).pinned_memory(device.is_cuda()));
-  auto* out = batch.data_ptr<std::int64_t>();
-  for (int b = 0; b < rows; ++b) fill(b, out + static_cast<std::size_t>(b) * (T + 1));
-  return batch.to(device, /*non_blocking=*/true);
-}
-
-int world_size(MPI_Comm world) {
-  int n = 1;
-  MPI_Comm_size(world, &n);
-  return n;
-}
-
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source)
-    : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)), plan_(plan_launch(cfg, world_size(world))),
+    : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)),
+      plan_(plan_launch(cfg, [world] { int n = 1; MPI_Comm_size(world, &n); return n; }())),
       grid_(std::make_unique<Grid>(world, plan_.shape, cfg.comm.timeout_s)), faults_(cfg_.debug, grid_->rank()),
       schedule_(cfg) {
   // From here on cfg_, the Trainer's own copy: the parts keep references to it.
@@ -55,7 +40,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   if (cuda_device_ >= 0 && cfg_.output.timer == TimerMode::Sync) timer_.set_sync(synchronize_device);
   if (peak_gflops_ <= 0) {  // a GPU's peak, now that this rank has its device
     const Peak peak = rank_peak(cfg_, cuda_device_ >= 0);
-    peak_gflops_ = peak.gflops, peak_source_ = peak.source;
+    peak_gflops_ = peak.gflops;
+    peak_source_ = peak.source;
     log_.print("Peak: " + fmt("%.1f", peak_gflops_) + " GFLOP/s per rank (" + peak_source_ + ", rank 0)\n");
   }
   load_data();
