@@ -8,7 +8,6 @@
 
 #include "gridtrain/app/peak.hpp"
 #include "gridtrain/comm/device_comm.hpp"
-#include "gridtrain/data/windows.hpp"
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/output/thermo.hpp"
@@ -16,18 +15,6 @@
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
-namespace {
-
-std::string join(const std::vector<int>& v) {
-  std::string out;
-  for (int x : v) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(x);
-  }
-  return out;
-}
-
-}  // namespace
 
 Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source)
     : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)),
@@ -72,6 +59,9 @@ void Trainer::load_data() {
                 std::to_string(data_.vocab_size) + " (" + cfg_.data.path + "); valid: 0 (auto) or >= " +
                 std::to_string(data_.vocab_size));
   sampler_ = std::make_unique<Sampler>(data_.train, cfg_.model.block_size, cfg_.train.seed);
+  rows_per_rank_ = cfg_.train.global_batch / plan_.shape.dp;
+  windows_ = std::make_unique<WindowPrefetcher>(rows_per_rank_, cfg_.model.block_size, device_,
+                                                [this](std::uint64_t i, std::int64_t* out) { sampler_->fill(i, out); });
   const auto all_val = validation_starts(data_.val.size(), cfg_.model.block_size, cfg_.train.eval_samples);
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))
@@ -112,7 +102,7 @@ void Trainer::describe_setup() const {
   log_.print(std::string("Model: ") + name_of(cfg_.model.type) + ", attention " +
              (fused_attention(cfg_) ? "sdpa" : "math") + ", " + fmt("%.4g", model_->flops_per_token()) +
              " FLOPs/token (6N + 12LCT); layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " +
-             join(plan_.stage_layers) + "; parameters per rank " +
+             comma_list(plan_.stage_layers) + "; parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->all()) + "\n");
   log_.print("Data: " + cfg_.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
              std::to_string(data_.val.size()) + " val tokens, vocab " + std::to_string(vocab_) + ", " +
@@ -127,12 +117,14 @@ void Trainer::describe_setup() const {
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
 }
 
+// This dp rank's share of the step starting at global sample `sample`: rows_per_rank_ samples
+// (micro-batch × accumulation, constant through out-of-memory back-offs).
+std::uint64_t Trainer::first_sample(std::uint64_t sample) const {
+  return sample + static_cast<std::uint64_t>(grid_->dp().rank()) * static_cast<std::uint64_t>(rows_per_rank_);
+}
+
 torch::Tensor Trainer::train_windows(std::int64_t first, int rows) {
-  const std::uint64_t mine = sample_index_ + static_cast<std::uint64_t>(grid_->dp().rank()) *
-                                                 static_cast<std::uint64_t>(guard_->micro_batch() * guard_->accumulation());
-  return token_windows(rows, cfg_.model.block_size, device_, [&](int b, std::int64_t* out) {
-    sampler_->fill(mine + static_cast<std::uint64_t>(first + b), out);
-  });
+  return windows_->get(first_sample(sample_index_)).narrow(0, first, rows);
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -186,6 +178,7 @@ Verdict Trainer::train_step(long long s, double lr) {
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem), grid_->all()))
       throw std::bad_alloc();
+    const SyncCheck no_sync(cfg_.debug.sync_check);
     loss = engine_->train(guard_->accumulation(), guard_->micro_batch(),
                           [this](std::int64_t first, int rows) { return train_windows(first, rows); },
                           stage_forward(s), *reducer_, guard_->loss_scale());
@@ -196,6 +189,9 @@ Verdict Trainer::train_step(long long s, double lr) {
   }
   timer_.stamp(Section::Compute);  // what an out-of-memory error cut short
   timer_.move(Section::Compute, Section::TpComm, tp.wait_s() - tp_wait);
+  if (s + 1 < cfg_.train.steps && (model_->first_stage() || model_->last_stage()))  // while the kernels run
+    windows_->prefetch(first_sample(sample_index_ + static_cast<std::uint64_t>(cfg_.train.global_batch)));
+  timer_.stamp(Section::Data);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
   reducer_->finish();
@@ -209,6 +205,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   bytes_sent_[1] += tp.bytes_sent() - tp_bytes;  // training traffic only, not validation
   bytes_sent_[2] += engine_->bytes_sent() - pp_bytes;
   if (v.action == Verdict::Action::Update) {
+    const SyncCheck no_sync(cfg_.debug.sync_check);
     if (v.grad_factor != 1.0) reducer_->scale(v.grad_factor);  // unscale and clip in one pass
     optimizer_->step(lr);
   }

@@ -170,6 +170,12 @@ std::string show_key(const Config& c, const std::string& name) {
   return k->show(c);
 }
 
+std::string comma_list(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) (out += out.empty() ? "" : ",") += std::to_string(x);
+  return out;
+}
+
 std::string config_help() {
   std::string out;
   for (const Key& k : key_table()) {

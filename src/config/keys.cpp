@@ -168,9 +168,7 @@ Key stage_layers_key() {
             return std::nullopt;
           },
           [](const Config& c) {
-            std::string out;
-            for (int n : c.grid.stage_layers) (out += out.empty() ? "" : ",") += std::to_string(n);
-            return out.empty() ? std::string("auto") : out;
+            return c.grid.stage_layers.empty() ? std::string("auto") : comma_list(c.grid.stage_layers);
           }};
 }
 
@@ -361,6 +359,9 @@ std::vector<Key> debug_keys() {
       real_key("debug.alloc_limit_mb", GT_REF(debug.alloc_limit_mb),
                "fault injection: a micro-batch whose estimated activation memory exceeds this many MiB fails "
                "as out of memory (tests train.on_oom); 0 = off", 0.0, false),
+      bool_key("debug.sync_check", GT_REF(debug.sync_check),
+               "on a GPU, stop with an error at any host synchronisation (.item(), a copy to the host) inside "
+               "forward/backward or the optimizer step: c10's sync debug mode, error level. No effect on the CPU"),
   };
 }
 

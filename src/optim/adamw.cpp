@@ -1,6 +1,11 @@
 #include <cmath>
+#include <stdexcept>
 
 #include "gridtrain/optim/adamw.hpp"
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define GRIDTRAIN_FUSED_ADAMW 1  // _fused_adamw_ on CPU and CUDA
+#endif
 
 namespace gridtrain {
 
@@ -26,13 +31,22 @@ Lists lists_of(std::span<AdamSlot> slots) {
 }  // namespace
 #endif
 
-AdamKernels default_adam_kernels() {
+bool has_fused_adamw() {
+#ifdef GRIDTRAIN_FUSED_ADAMW
+  return true;
+#else
+  return false;
+#endif
+}
+
+AdamKernels default_adam_kernels(bool cuda) {
+  if (cuda && has_fused_adamw()) return AdamKernels::Fused;
   return TORCH_VERSION_MAJOR >= 2 ? AdamKernels::MultiTensor : AdamKernels::PerTensor;
 }
 
 void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment, AdamKernels k) {
 #if TORCH_VERSION_MAJOR >= 2
-  if (k == AdamKernels::MultiTensor) {
+  if (k != AdamKernels::PerTensor) {
     const Lists l = lists_of(slots);
     at::_foreach_lerp_(l.exp_avg, l.grads, 1.0 - beta1);
     if (!second_moment) return;
@@ -52,7 +66,7 @@ void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool se
 void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay,
                 AdamKernels k) {
 #if TORCH_VERSION_MAJOR >= 2
-  if (k == AdamKernels::MultiTensor) {
+  if (k != AdamKernels::PerTensor) {
     const Lists l = lists_of(slots);
     if (weight_decay != 0.0 && !l.decayed.empty()) at::_foreach_mul_(l.decayed, 1.0 - lr * weight_decay);
     auto denom = at::_foreach_sqrt(l.exp_avg_sq);
@@ -73,15 +87,45 @@ void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqr
 AdamW::AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay,
              AdamKernels kernels)
     : beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay), kernels_(kernels) {
+  if (kernels == AdamKernels::Fused && !has_fused_adamw())
+    throw std::invalid_argument("AdamW: _fused_adamw_ needs LibTorch >= 2.4");
   for (auto& p : params) {
     const bool decay = p.param.dim() >= 2;
     slots_.push_back({p, torch::zeros_like(p.param), torch::zeros_like(p.param), decay});
   }
+  if (!slots_.empty()) step_t_ = torch::zeros({}, slots_.front().p.param.options());
+}
+
+// Two calls, as weight decay applies to the decay slots only; the kernel takes t from step_t_.
+void AdamW::fused_step(double lr) {
+#ifdef GRIDTRAIN_FUSED_ADAMW
+  step_t_.fill_(static_cast<double>(steps_));  // a kernel launch with a host scalar, no synchronisation
+  for (const bool decay : {true, false}) {
+    std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq;
+    for (auto& s : slots_) {
+      if (s.decay != decay) continue;
+      params.push_back(s.p.param);
+      grads.push_back(s.p.param.grad());
+      exp_avg.push_back(s.exp_avg);
+      exp_avg_sq.push_back(s.exp_avg_sq);
+    }
+    if (params.empty()) continue;
+    const std::vector<torch::Tensor> steps(params.size(), step_t_);
+    at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, lr, beta1_, beta2_,
+                      decay ? wd_ : 0.0, eps_, /*amsgrad=*/false, /*maximize=*/false);
+  }
+#else
+  (void)lr;  // unreachable: the constructor refuses Fused
+#endif
 }
 
 void AdamW::step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;
+  if (kernels_ == AdamKernels::Fused) {
+    fused_step(lr);
+    return;
+  }
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
   if (kernels_ == AdamKernels::MultiTensor) {

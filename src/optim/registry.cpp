@@ -14,8 +14,9 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedPara
   using Factory = std::function<std::unique_ptr<Optimizer>(const Config&, std::vector<NamedParameter>, Axis&)>;
   static const std::map<OptimizerType, Factory> registry = {
       {OptimizerType::AdamW, [](const Config& cfg, std::vector<NamedParameter> p, Axis&) -> std::unique_ptr<Optimizer> {
+         const bool cuda = !p.empty() && p.front().param.is_cuda();
          return std::make_unique<AdamW>(std::move(p), cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps,
-                                        cfg.optim.weight_decay);
+                                        cfg.optim.weight_decay, default_adam_kernels(cuda));
        }},
       {OptimizerType::Sgd, [](const Config& cfg, std::vector<NamedParameter> p, Axis&) -> std::unique_ptr<Optimizer> {
          return std::make_unique<Sgd>(std::move(p), cfg.optim.momentum, cfg.optim.weight_decay);

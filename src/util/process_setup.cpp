@@ -12,6 +12,7 @@ void prepare_process() {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);  // 1 = ring
+  setenv("OMPI_MCA_sharedfp", "^lockedfile", /*overwrite=*/0);
 }
 
 }  // namespace gridtrain

@@ -1,7 +1,8 @@
 // The GPU path against the CPU spec (cuda build; skipped with a message where no GPU is
 // visible): the CUDA compression kernels give the CPU kernels' bytes, the nccl backend gives
 // MPI's results for the plain and the compressed allreduce, and training on the GPU follows the
-// CPU run and checkpoints to a file the CPU resumes. Run under mpiexec -n 1 or -n 2.
+// CPU run and checkpoints to a file the CPU resumes, and the step makes the host wait for the
+// device nowhere inside forward/backward and the optimizer step. Run under mpiexec -n 1 or -n 2.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "../support/training.hpp"
+#include "gridtrain/app/faults.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/parallel/compressed_allreduce.hpp"
 
@@ -130,4 +132,24 @@ TEST_CASE("training on the GPU follows the CPU run, and its checkpoint resumes o
   const auto rest = Trainer(resume, MPI_COMM_WORLD, quiet, 1.0).run();
   REQUIRE(rest.losses.size() == 3);
   for (int s = 3; s < 6; ++s) CHECK(rest.losses[s - 3] == Approx(cpu.losses[s]).epsilon(1e-3));
+}
+
+TEST_CASE("no host synchronisation inside forward/backward and the optimizer step (debug.sync_check)", "[gpu]") {
+  select_cuda_device(MPI_COMM_WORLD);
+  {  // the check can fire: an .item() under it throws
+    const SyncCheck on(true);
+    CHECK_THROWS_AS(torch::ones({1}, kGpu).sum().item<float>(), c10::Error);
+  }
+  const auto dir = test::shared_dir("gpu-sync");
+  Log quiet(false);
+  for (auto precision : {Precision::Fp32, Precision::Bf16}) {
+    CAPTURE(name_of(precision));
+    Config c = test::tiny(dir, 4, 4);
+    c.train.device = DeviceKind::Cuda;
+    c.precision.type = precision;
+    c.debug.sync_check = true;
+    RunResult r;
+    REQUIRE_NOTHROW(r = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run());
+    CHECK(r.losses.size() == 4);
+  }
 }

@@ -1,6 +1,6 @@
 // AdamW against its definition (Loshchilov & Hutter 2019; torch.optim.AdamW), element by element
 // in fp64 over 10 steps, with weight decay on the >= 2-D weight only; and where the LibTorch has
-// the multi-tensor kernels (>= 2.0), the _foreach_ path against the per-tensor path.
+// them, the _foreach_ (>= 2.0) and _fused_adamw_ (>= 2.4) paths against the per-tensor path.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -69,4 +69,14 @@ TEST_CASE("multi-tensor AdamW equals the per-tensor one", "[np2]") {
   const auto per = run(AdamKernels::PerTensor, 10), multi = run(AdamKernels::MultiTensor, 10);
   REQUIRE(per.size() == multi.size());
   for (std::size_t i = 0; i < per.size(); ++i) CHECK(rel(multi[i], per[i].to(torch::kDouble)) <= 1e-6);
+}
+
+TEST_CASE("fused AdamW equals the per-tensor one", "[np2]") {
+  if (!has_fused_adamw()) {  // LibTorch < 2.4
+    CHECK_THROWS_AS(AdamW(fresh_params(), kB1, kB2, kEps, kWd, AdamKernels::Fused), std::invalid_argument);
+    return;
+  }
+  const auto per = run(AdamKernels::PerTensor, 10), fused = run(AdamKernels::Fused, 10);
+  REQUIRE(per.size() == fused.size());
+  for (std::size_t i = 0; i < per.size(); ++i) CHECK(rel(fused[i], per[i].to(torch::kDouble)) <= 1e-6);
 }

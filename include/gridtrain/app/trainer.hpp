@@ -16,6 +16,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
+#include "gridtrain/data/windows.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/optim/lr_schedule.hpp"
@@ -62,7 +63,9 @@ class Trainer {
   Verdict train_step(long long s, double lr);
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
-  /// (rows, T+1) training windows of this dp rank's share of the step's global batch.
+  /// This dp rank's first sample of the step that starts at global sample `sample`.
+  std::uint64_t first_sample(std::uint64_t sample) const;
+  /// (rows, T+1) training windows first.. of this dp rank's share of the step's global batch.
   torch::Tensor train_windows(std::int64_t first, int rows);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
   /// global norm, brought to the host together.
@@ -81,6 +84,8 @@ class Trainer {
   Faults faults_;
   TokenData data_;
   std::unique_ptr<Sampler> sampler_;
+  int rows_per_rank_ = 0;  // training samples per step and dp rank
+  std::unique_ptr<WindowPrefetcher> windows_;
   std::vector<std::uint64_t> val_starts_;  // this dp rank's share of the validation subset
   std::size_t val_total_ = 0;
   int vocab_ = 0;

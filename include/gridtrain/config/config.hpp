@@ -152,6 +152,7 @@ struct Config {
     int nonfinite_steps = 1;         ///< ... for this many steps in a row
     int nonfinite_rank = 0;          ///< ... on this world rank
     double alloc_limit_mb = 0.0;     ///< fault injection: a micro-batch whose activations exceed this fails like an OOM
+    bool sync_check = false;         ///< GPU: a host synchronisation inside forward/backward/step is an error
   } debug;
 
   std::string deck_name;  ///< where the deck came from (path or "built in")
@@ -179,6 +180,9 @@ std::string config_text(const Config& c);
 /// One key's value in c as deck text (e.g. "auto" or "3,3,2" for grid.stage_layers). Throws
 /// std::out_of_range for a key that does not exist.
 std::string show_key(const Config& c, const std::string& name);
+
+/// "3,3,2": integers joined by commas, the deck's list format ("" for none).
+std::string comma_list(const std::vector<int>& v);
 
 /// The --help text for the keys: "  --section.key=DEFAULT   meaning [valid]".
 std::string config_help();

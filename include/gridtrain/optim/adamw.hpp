@@ -14,11 +14,16 @@ struct AdamSlot {
   bool decay;                         // >= 2-D weights only
 };
 
-/// How the update runs: one kernel per tensor op (any LibTorch), or ATen's multi-tensor
-/// _foreach_* kernels, a few launches for all parameters (LibTorch >= 2.0; the same arithmetic).
-enum class AdamKernels { PerTensor, MultiTensor };
-/// MultiTensor where this LibTorch has it, else PerTensor.
-AdamKernels default_adam_kernels();
+/// How the update runs, all the same arithmetic: one kernel per tensor op (any LibTorch); ATen's
+/// multi-tensor _foreach_* kernels, a few launches for all parameters (LibTorch >= 2.0); or ATen's
+/// _fused_adamw_, one pass over each tensor for the whole update (LibTorch >= 2.4; AdamW::step
+/// only, the split helpers below run it as MultiTensor).
+enum class AdamKernels { PerTensor, MultiTensor, Fused };
+/// The fastest this LibTorch has for parameters on a GPU (cuda = true: Fused) or CPU (MultiTensor),
+/// falling back to PerTensor on LibTorch 1.13.
+AdamKernels default_adam_kernels(bool cuda = false);
+/// True where this LibTorch has _fused_adamw_.
+bool has_fused_adamw();
 
 /// m ← β1 m + (1 − β1) g (as lerp) and, with second_moment, v ← β2 v + (1 − β2) g², for every slot.
 void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment, AdamKernels k);
@@ -34,16 +39,20 @@ std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
 /// p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε).
 class AdamW : public Optimizer {
  public:
+  /// kernels = Fused on a LibTorch without it throws std::invalid_argument.
   AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay,
-        AdamKernels kernels = default_adam_kernels());
+        AdamKernels kernels);
   void step(double lr) override;
   OptimizerType type() const override { return OptimizerType::AdamW; }
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
 
  private:
+  void fused_step(double lr);
+
   std::vector<AdamSlot> slots_;
   double beta1_, beta2_, eps_, wd_;
   AdamKernels kernels_;
+  torch::Tensor step_t_;  // Fused: t as the fp32 device scalar the kernel reads for bias correction
 };
 
 }  // namespace gridtrain
