@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "gridtrain/app/peak.hpp"
+#include "gridtrain/app/sync_check.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
@@ -59,9 +60,12 @@ void Trainer::load_data() {
                 std::to_string(data_.vocab_size) + " (" + cfg_.data.path + "); valid: 0 (auto) or >= " +
                 std::to_string(data_.vocab_size));
   sampler_ = std::make_unique<Sampler>(data_.train, cfg_.model.block_size, cfg_.train.seed);
-  rows_per_rank_ = cfg_.train.global_batch / plan_.shape.dp;
-  windows_ = std::make_unique<WindowPrefetcher>(rows_per_rank_, cfg_.model.block_size, device_,
-                                                [this](std::uint64_t i, std::int64_t* out) { sampler_->fill(i, out); });
+  // This dp rank's share of a step that starts at global sample i: rows samples from i + rank·rows
+  // (micro-batch × accumulation, constant through out-of-memory back-offs).
+  const int rows = cfg_.train.global_batch / plan_.shape.dp;
+  const auto mine = static_cast<std::uint64_t>(grid_->dp().rank() * rows);
+  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, [this, mine](std::uint64_t i,
+                                                std::int64_t* out) { sampler_->fill(mine + i, out); });
   const auto all_val = validation_starts(data_.val.size(), cfg_.model.block_size, cfg_.train.eval_samples);
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))
@@ -79,22 +83,25 @@ void Trainer::build_model() {
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
   for (auto& p : model_->named_parameters(true)) {
+    if (p.key() == "wte.weight") tied_ = static_cast<std::ptrdiff_t>(params.size());  // also the output head
     named.push_back({p.key(), p.value()});
     params.push_back(p.value());
     // The global norm counts each parameter once per replica: tensor-parallel shards on every
     // tp rank, replicated tensors on tp rank 0, the tied head's copy nowhere (its gradient
     // equals the embedding's after the tied sum).
     const ShardSpec spec = model_->shard(p.key());
-    if (spec.owner && (spec.dim >= 0 || grid_->tp().rank() == 0)) counted_.push_back(p.value());
+    if (spec.owner && (spec.dim >= 0 || grid_->tp().rank() == 0)) counted_.push_back(params.size() - 1);
   }
-  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg_.comm.bucket_mb, cfg_.comm.overlap,
-                                       cfg_.comm.compression);
+  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg_.comm.bucket_mb, cfg_.comm.overlap, cfg_.comm.compression,
+                                       cfg_.optim.zero_stage, cfg_.optim.zero_stage > 0 ? tied_ : -1);
+  if (reducer_->zero_stage() > 0) {  // the optimizer updates this rank's pieces only
+    const auto pieces = reducer_->shard_pieces();
+    for (std::size_t i = 0; i < named.size(); ++i)
+      named[i] = {named[i].name, pieces[i].param, named[i].param.sizes().vec(), pieces[i].offset};
+  }
   optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
-  const auto all = model_->named_parameters(true);
-  const torch::Tensor* tied = all.find("wte.weight");  // the embedding, also the output head
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, cfg_.model.block_size, cfg_.model.n_embd,
-                                             device_, model_->first_stage(), model_->last_stage(),
-                                             tied ? *tied : torch::Tensor(), timer_);
+                                             device_, model_->first_stage(), model_->last_stage(), tied_ >= 0, timer_);
 }
 
 void Trainer::describe_setup() const {
@@ -117,14 +124,8 @@ void Trainer::describe_setup() const {
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
 }
 
-// This dp rank's share of the step starting at global sample `sample`: rows_per_rank_ samples
-// (micro-batch × accumulation, constant through out-of-memory back-offs).
-std::uint64_t Trainer::first_sample(std::uint64_t sample) const {
-  return sample + static_cast<std::uint64_t>(grid_->dp().rank()) * static_cast<std::uint64_t>(rows_per_rank_);
-}
-
 torch::Tensor Trainer::train_windows(std::int64_t first, int rows) {
-  return windows_->get(first_sample(sample_index_)).narrow(0, first, rows);
+  return windows_->get(sample_index_).narrow(0, first, rows);
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -154,12 +155,13 @@ double Trainer::evaluate() {
 }
 
 // {loss, Σ ||g||² over counted_} to the host: the step's one device→host copy. Summed over the
-// grid the norm counts every parameter dp times.
+// grid the norm counts every parameter dp times (under ZeRO a rank holds 1/dp of each: × dp).
 std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) const {
   const auto on = torch::TensorOptions(torch::kDouble).device(device_);
   std::vector<torch::Tensor> norms;  // fp32 kernels with blocked accumulation, combined in fp64
-  for (const auto& p : counted_) norms.push_back(p.grad().norm());
-  const auto sq = norms.empty() ? torch::zeros({}, on) : torch::stack(norms).to(torch::kDouble).square().sum();
+  for (const auto i : counted_) norms.push_back(reducer_->reduced_gradient(i).norm());
+  auto sq = norms.empty() ? torch::zeros({}, on) : torch::stack(norms).to(torch::kDouble).square().sum();
+  if (reducer_->zero_stage() > 0) sq = sq * grid_->dp().size();
   const auto both = torch::stack({loss.defined() ? loss.to(torch::kDouble) : torch::zeros({}, on), sq}).cpu();
   return {both[0].item<double>(), both[1].item<double>()};
 }
@@ -190,13 +192,13 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::Compute);  // what an out-of-memory error cut short
   timer_.move(Section::Compute, Section::TpComm, tp.wait_s() - tp_wait);
   if (s + 1 < cfg_.train.steps && (model_->first_stage() || model_->last_stage()))  // while the kernels run
-    windows_->prefetch(first_sample(sample_index_ + static_cast<std::uint64_t>(cfg_.train.global_batch)));
+    windows_->prefetch(sample_index_ + static_cast<std::uint64_t>(cfg_.train.global_batch));
   timer_.stamp(Section::Data);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
   reducer_->finish();
   timer_.stamp(Section::DpComm);
-  engine_->sum_tied_gradient();
+  engine_->sum_tied_gradient(tied_ < 0 ? torch::Tensor() : reducer_->reduced_gradient(static_cast<std::size_t>(tied_)));
   timer_.stamp(Section::PpComm);
   mine.counts_loss = model_->last_stage() && tp.rank() == 0;  // one rank per replica
   std::tie(mine.loss, mine.grad_sq) = loss_and_grad_sq(loss);
@@ -208,6 +210,7 @@ Verdict Trainer::train_step(long long s, double lr) {
     const SyncCheck no_sync(cfg_.debug.sync_check);
     if (v.grad_factor != 1.0) reducer_->scale(v.grad_factor);  // unscale and clip in one pass
     optimizer_->step(lr);
+    reducer_->gather_parameters();  // ZeRO: every rank's updated shard to every rank
   }
   timer_.stamp(Section::Optim);
   return v;

@@ -152,7 +152,8 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(LanguageModel& mod
   }
   for (const auto& st : opt.state()) {
     const auto spec = model.shard(st.name.substr(0, st.name.find('/')));  // "<param>/<state>"
-    all["/optim/" + st.name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, st.param, spec};
+    all["/optim/" + st.name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, st.param, spec, st.shape,
+                                st.offset};
   }
   std::string mine;
   for (const auto& [name, e] : all) {
@@ -175,6 +176,14 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(LanguageModel& mod
     entries_.push_back(std::move(e));
   }
   return entries_;
+}
+
+torch::Tensor Checkpointer::assemble(const Entry& e) {
+  if (e.local_shape.empty() || !e.local.defined()) return e.local;
+  auto whole = torch::zeros(e.local_shape, e.local.options());
+  whole.view(-1).narrow(0, e.offset, e.local.numel()).copy_(e.local);
+  grid_.dp().allreduce_sum(whole.data_ptr<float>(), static_cast<std::size_t>(whole.numel()), e.name).wait();
+  return whole;  // the pieces are disjoint: adding zeros leaves each element's value
 }
 
 bool Checkpointer::writes(const Entry& e) const {
@@ -214,8 +223,9 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     rec.shape = e.shape;
     rec.slab = writes(e) ? slab_of(e) : Slab::none();
     rec.bytes.clear();
+    const auto local = assemble(e);
     if (rec.slab.elements() > 0) {
-      auto c = slab_rows(e.local.detach(), rec.slab).to(torch::kCPU).contiguous();  // device tensors: to the host
+      auto c = slab_rows(local.detach(), rec.slab).to(torch::kCPU).contiguous();  // device tensors: to the host
       const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
       rec.bytes.assign(p, p + c.numel() * sizeof(float));
     }
@@ -507,8 +517,11 @@ ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Op
       auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
       file->read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
       if (slab.elements() == 0) return;
-      auto rows = slab_rows(e.local, slab);
+      const bool piece = !e.local_shape.empty();  // ZeRO: read the whole tensor, keep this rank's piece
+      const auto whole = piece ? torch::zeros(e.local_shape, e.local.options()) : e.local;
+      auto rows = slab_rows(whole, slab);
       rows.copy_(host.view(rows.sizes()));
+      if (piece) e.local.copy_(whole.view(-1).narrow(0, e.offset, e.local.numel()));
     });
   }
   read_phase(path, "per-rank state", [&] { reset_feedback = read_rank_state(*file, opt); });

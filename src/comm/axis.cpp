@@ -140,7 +140,8 @@ Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::s
   bytes_ += ring_share(size_ * bytes);
   return issue("all-gather", label, [&](const std::string& what, MPI_Request* req) {
     const int n = checked_count(bytes, what);
-    MPI_Iallgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
+    const bool in_place = in == static_cast<const char*>(out) + static_cast<std::size_t>(rank_) * bytes;
+    MPI_Iallgather(in_place ? MPI_IN_PLACE : in, n, MPI_BYTE, out, n, MPI_BYTE, comm_, req);
   }, [&](DeviceComm& d) { return d.all_gather(in, out, bytes); });
 }
 

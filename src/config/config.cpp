@@ -89,6 +89,13 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.optim.type == OptimizerType::OnebitAdam && c.comm.compression != Compression::None)
     errors.push_back(std::string("optim.type = onebit_adam compresses its own momentum exchange; comm.compression = ") +
                      name_of(c.comm.compression) + " would compress the warm-up gradients too; set comm.compression = none");
+  if (c.optim.zero_stage > 0 && c.optim.type == OptimizerType::OnebitAdam)
+    errors.push_back("optim.zero_stage = " + std::to_string(c.optim.zero_stage) + " with optim.type = onebit_adam: "
+                     "1-bit Adam exchanges whole momentum tensors itself; use optim.zero_stage = 0, or adamw/sgd");
+  if (c.optim.zero_stage > 0 && c.comm.compression != Compression::None)
+    errors.push_back("optim.zero_stage = " + std::to_string(c.optim.zero_stage) + " reduce-scatters fp32 gradients; "
+                     "comm.compression = " + name_of(c.comm.compression) + " compresses allreduces only; set "
+                     "comm.compression = none, or optim.zero_stage = 0");
   if (c.comm.backend == Backend::Nccl && c.train.device == DeviceKind::Cpu)
     errors.push_back("comm.backend = nccl moves device buffers, but train.device = cpu; use comm.backend = mpi "
                      "(or auto), or train.device = cuda");

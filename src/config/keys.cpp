@@ -228,6 +228,11 @@ std::vector<Key> optim_keys() {
                    "onebit_adam: AdamW steps on full-precision gradients before the variance freezes and "
                    "momentum is exchanged 1-bit compressed", 0),
       real_key("optim.clip_grad", GT_REF(optim.clip_grad), "max global gradient L2 norm; 0 = no clipping", 0.0, false),
+      int_key<int>("optim.zero_stage", GT_REF(optim.zero_stage),
+                   "ZeRO stage over dp (Rajbhandari et al. 2020): 0 = every dp rank holds all optimizer state; 1 = "
+                   "each holds the state of its 1/dp of the parameters, gradients are reduce-scattered and the "
+                   "parameters all-gathered after the update; 2 = as 1, and the full gradient buckets are freed "
+                   "once reduce-scattered (stage 3, sharded parameters, is not built yet)", 0, 2),
       enum_key("optim.scale_lr", GT_REF(optim.scale_lr),
                "linear scaling rule: lr *= global_batch / reference_batch (Goyal et al. 2017)"),
       int_key<int>("optim.reference_batch", GT_REF(optim.reference_batch),

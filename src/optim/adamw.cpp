@@ -90,7 +90,7 @@ AdamW::AdamW(std::vector<NamedParameter> params, double beta1, double beta2, dou
   if (kernels == AdamKernels::Fused && !has_fused_adamw())
     throw std::invalid_argument("AdamW: _fused_adamw_ needs LibTorch >= 2.4");
   for (auto& p : params) {
-    const bool decay = p.param.dim() >= 2;
+    const bool decay = p.decays();
     slots_.push_back({p, torch::zeros_like(p.param), torch::zeros_like(p.param), decay});
   }
   if (!slots_.empty()) step_t_ = torch::zeros({}, slots_.front().p.param.options());
@@ -142,8 +142,8 @@ void AdamW::step(double lr) {
 std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots) {
   std::vector<NamedParameter> out;
   for (auto& s : slots) {
-    out.push_back({s.p.name + "/exp_avg", s.exp_avg});
-    out.push_back({s.p.name + "/exp_avg_sq", s.exp_avg_sq});
+    out.push_back({s.p.name + "/exp_avg", s.exp_avg, s.p.shape, s.p.offset});
+    out.push_back({s.p.name + "/exp_avg_sq", s.exp_avg_sq, s.p.shape, s.p.offset});
   }
   return out;
 }

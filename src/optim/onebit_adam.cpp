@@ -17,7 +17,7 @@ OnebitAdam::OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta
   for (auto& p : params) {
     auto m = flat_exp_avg_.narrow(0, offset, p.param.numel()).view(p.param.sizes());
     offset += p.param.numel();
-    slots_.push_back({p, m, torch::zeros_like(p.param), p.param.dim() >= 2});
+    slots_.push_back({p, m, torch::zeros_like(p.param), p.decays()});
   }
   // Residuals sized up front so that checkpoints always hold them (worker: N padded to a
   // multiple of dp; server: one chunk).

@@ -4,7 +4,7 @@ namespace gridtrain {
 
 Sgd::Sgd(std::vector<NamedParameter> params, double momentum, double weight_decay)
     : momentum_(momentum), wd_(weight_decay) {
-  for (auto& p : params) slots_.push_back({p, torch::zeros_like(p.param), p.param.dim() >= 2});
+  for (auto& p : params) slots_.push_back({p, torch::zeros_like(p.param), p.decays()});
 }
 
 void Sgd::step(double lr) {
@@ -21,7 +21,7 @@ void Sgd::step(double lr) {
 
 std::vector<NamedParameter> Sgd::state() {
   std::vector<NamedParameter> out;
-  for (auto& s : slots_) out.push_back({s.p.name + "/momentum_buffer", s.momentum_buffer});
+  for (auto& s : slots_) out.push_back({s.p.name + "/momentum_buffer", s.momentum_buffer, s.p.shape, s.p.offset});
   return out;
 }
 

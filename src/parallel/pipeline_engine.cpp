@@ -7,15 +7,13 @@
 namespace gridtrain {
 
 PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_size, int n_embd,
-                               torch::Device device, bool first_stage, bool last_stage,
-                               const torch::Tensor& tied_weight, Timer& timer)
+                               torch::Device device, bool first_stage, bool last_stage, bool tied, Timer& timer)
     : grid_(grid), schedule_(schedule), T_(block_size), C_(n_embd), device_(device), first_(first_stage),
       last_(last_stage), timer_(timer) {
   Axis& pp = grid.pp();
   if (pp.size() == 1) return;
-  const bool ends = first_stage || last_stage;
+  const bool ends = tied && (first_stage || last_stage);
   tied_ = pp.split(ends ? 0 : MPI_UNDEFINED, pp.rank(), "pp (tied embedding)");
-  if (tied_) tied_weight_ = tied_weight;
 }
 
 torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* what) {
@@ -89,10 +87,10 @@ double PipelineEngine::evaluate(std::int64_t rows, int micro_batch, const Window
   return sum;
 }
 
-void PipelineEngine::sum_tied_gradient() {
+void PipelineEngine::sum_tied_gradient(const torch::Tensor& grad) {
   if (!tied_) return;
-  auto g = tied_weight_.grad();  // a view into its gradient bucket
-  tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
+  tied_->allreduce_sum(grad.data_ptr<float>(), static_cast<std::size_t>(grad.numel()), "tied embedding gradient")
+      .wait();
 }
 
 std::uint64_t PipelineEngine::bytes_sent() const {

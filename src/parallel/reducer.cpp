@@ -1,6 +1,8 @@
 #include "gridtrain/parallel/reducer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -31,9 +33,12 @@ const char* describe(GradExchange e) {
   return names[static_cast<std::size_t>(e)];
 }
 
-Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap, Compression compression)
+Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap, Compression compression,
+                 int zero_stage, std::ptrdiff_t own_bucket)
     : dp_(dp), overlap_(overlap && compression == Compression::None && dp.size() > 1), params_(std::move(params)),
-      bucket_of_(params_.size()) {
+      zero_stage_(dp.size() > 1 ? zero_stage : 0), bucket_of_(params_.size()), offset_(params_.size()) {
+  if (zero_stage_ > 0 && compression != Compression::None)
+    throw std::invalid_argument("Reducer: ZeRO reduce-scatters fp32 gradients; compression must be none");
   if (compression != Compression::None)
     compressor_ = make_compressor(compression == Compression::Fp16 ? CompressorKind::Fp16 : CompressorKind::Bf16,
                                   memory_of(params_.at(0)));
@@ -42,23 +47,37 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, 
   std::vector<std::vector<std::size_t>> groups;
   std::int64_t filled = 0;
   for (std::size_t i = params_.size(); i-- > 0;) {
-    if (groups.empty() || (filled > 0 && filled + params_[i].numel() > cap)) groups.emplace_back(), filled = 0;
+    const bool alone = static_cast<std::ptrdiff_t>(i) == own_bucket;
+    if (groups.empty() || alone || (filled > 0 && filled + params_[i].numel() > cap) ||
+        static_cast<std::ptrdiff_t>(groups.back().back()) == own_bucket)
+      groups.emplace_back(), filled = 0;
     groups.back().push_back(i);
     filled += params_[i].numel();
   }
+  const std::int64_t dp_size = zero_stage_ > 0 ? dp.size() : 1;
   for (std::size_t b = 0; b < groups.size(); ++b) {
     std::int64_t n = 0;
-    for (auto i : groups[b]) n += params_[i].numel();
-    auto bucket = torch::zeros({n}, params_[groups[b].front()].options());  // fp32, on the parameters' device
-    std::int64_t offset = 0;
     for (auto i : groups[b]) {
-      auto& p = params_[i];
-      p.mutable_grad() = bucket.narrow(0, offset, p.numel()).view(p.sizes());
-      offset += p.numel();
       bucket_of_[i] = b;
+      offset_[i] = n;
+      n += params_[i].numel();
     }
-    buckets_.push_back(bucket);
+    bucket_numel_.push_back((n + dp_size - 1) / dp_size * dp_size);  // ZeRO: padded to equal shards
     bucket_size_.push_back(static_cast<int>(groups[b].size()));
+  }
+  allocate_gradients();
+  if (zero_stage_ > 0) {
+    torch::NoGradGuard no_grad;
+    for (std::size_t b = 0; b < groups.size(); ++b) {
+      flat_params_.push_back(torch::zeros({bucket_numel_[b]}, params_[groups[b].front()].options()));
+      shards_.push_back(torch::zeros({shard_size(b)}, flat_params_.back().options()));
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i) {  // the parameters become views of their bucket
+      auto& p = params_[i];
+      auto view = flat_params_[bucket_of_[i]].narrow(0, offset_[i], p.numel()).view(p.sizes());
+      view.copy_(p.detach());
+      p.set_data(view);
+    }
   }
   pending_ = bucket_size_;
   work_.resize(buckets_.size());
@@ -72,12 +91,22 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, 
   }
 }
 
+void Reducer::allocate_gradients() {
+  buckets_.resize(bucket_numel_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    buckets_[b] = torch::zeros({bucket_numel_[b]}, params_.front().options().requires_grad(false));
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    params_[i].mutable_grad() = buckets_[bucket_of_[i]].narrow(0, offset_[i], params_[i].numel()).view(params_[i].sizes());
+}
+
 Reducer::~Reducer() {
   for (auto& [node, key] : hooks_) node->del_post_hook(key);
 }
 
 void Reducer::zero_grad(bool local_gradients) {
-  for (auto& b : buckets_) b.zero_();
+  if (!buckets_.front().defined()) allocate_gradients();  // stage 2 freed them
+  else
+    for (auto& b : buckets_) b.zero_();
   exchange_ = local_gradients ? GradExchange::Local
               : compressor_   ? GradExchange::Compressed
               : overlap_      ? GradExchange::Overlapped
@@ -104,9 +133,14 @@ void Reducer::mark_ready(std::size_t bucket) {
 void Reducer::start(std::size_t bucket) {
   if (bytes_ == 0) in_flight_.restart();
   auto& b = buckets_[bucket];
-  const auto n = static_cast<std::size_t>(b.numel());
-  bytes_ += 2 * (dp_.size() - 1) * n * sizeof(float) / dp_.size();
-  work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), n, "gradient bucket " + std::to_string(bucket));
+  const std::string label = "gradient bucket " + std::to_string(bucket);
+  const std::uint64_t before = dp_.bytes_sent();
+  if (zero_stage_ > 0)
+    work_[bucket] = dp_.reduce_scatter_sum(b.data_ptr<float>(), shards_[bucket].data_ptr<float>(),
+                                           static_cast<std::size_t>(shard_size(bucket)), label);
+  else
+    work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), static_cast<std::size_t>(b.numel()), label);
+  bytes_ += dp_.bytes_sent() - before;
 }
 
 void Reducer::finish() {
@@ -123,16 +157,69 @@ void Reducer::finish() {
     const double inv = 1.0 / dp_.size();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       work_[b].wait();
-      buckets_[b].mul_(inv);
+      (zero_stage_ > 0 ? shards_[b] : buckets_[b]).mul_(inv);
     }
     communicating_ = false;
+    if (zero_stage_ >= 2) {  // only the shards are needed from here on
+      for (auto& p : params_) p.mutable_grad().reset();
+      for (auto& b : buckets_) b.reset();
+    }
   }
   stats_.in_flight_s += in_flight_.seconds();
   stats_.exposed_s += exposed.seconds();
 }
 
 void Reducer::scale(double factor) {
-  for (auto& b : buckets_) b.mul_(factor);
+  for (auto& b : zero_stage_ > 0 ? shards_ : buckets_) b.mul_(factor);
+}
+
+std::vector<ShardPiece> Reducer::shard_pieces() const {
+  std::vector<ShardPiece> out;
+  const std::int64_t r = dp_.rank();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const std::size_t b = bucket_of_[i];
+    const std::int64_t s = shard_size(b), first = offset_[i], end = offset_[i] + params_[i].numel();
+    const std::int64_t lo = std::clamp(first, r * s, (r + 1) * s), hi = std::clamp(end, r * s, (r + 1) * s);
+    ShardPiece piece{flat_params_[b].narrow(0, lo, hi - lo), hi > lo ? lo - first : 0};  // empty: offset 0
+    piece.param.mutable_grad() = shards_[b].narrow(0, lo - r * s, hi - lo);
+    out.push_back(std::move(piece));
+  }
+  return out;
+}
+
+torch::Tensor Reducer::reduced_gradient(std::size_t i) const {
+  if (zero_stage_ == 0) return params_.at(i).grad();
+  const std::size_t b = bucket_of_.at(i);
+  const std::int64_t s = shard_size(b), r = dp_.rank();
+  const std::int64_t lo = std::clamp(offset_[i], r * s, (r + 1) * s),
+                     hi = std::clamp(offset_[i] + params_[i].numel(), r * s, (r + 1) * s);
+  return shards_[b].narrow(0, lo - r * s, hi - lo);
+}
+
+void Reducer::gather_parameters() {
+  if (zero_stage_ == 0 || dp_.size() == 1) return;
+  const std::uint64_t before = dp_.bytes_sent();
+  std::vector<Work> gathers;
+  for (std::size_t b = 0; b < flat_params_.size(); ++b) {
+    const auto bytes = static_cast<std::size_t>(shard_size(b)) * sizeof(float);
+    auto* flat = static_cast<char*>(flat_params_[b].data_ptr());
+    gathers.push_back(dp_.all_gather(flat + dp_.rank() * bytes, flat, bytes, "parameter bucket " + std::to_string(b)));
+  }
+  for (auto& w : gathers) w.wait();
+  bytes_ += dp_.bytes_sent() - before;
+}
+
+std::uint64_t Reducer::gradient_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& t : buckets_) n += t.defined() ? t.nbytes() : 0;
+  for (const auto& t : shards_) n += t.nbytes();
+  return n;
+}
+
+std::uint64_t Reducer::parameter_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& t : flat_params_) n += t.nbytes();
+  return n;
 }
 
 }  // namespace gridtrain

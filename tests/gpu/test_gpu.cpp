@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "../support/training.hpp"
-#include "gridtrain/app/faults.hpp"
+#include "gridtrain/app/sync_check.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/parallel/compressed_allreduce.hpp"
 

@@ -1,7 +1,6 @@
 // Fault injection ([debug] keys), for the tests of the failure paths: a rank late to step 2, a
 // NaN loss or an Inf gradient on one rank for some steps, a micro-batch that does not fit a
 // memory budget. Each question is asked at the place in the step where the fault would happen.
-// And one check: SyncCheck (debug.sync_check), no host synchronisation where the GPU must run ahead.
 #pragma once
 #include "gridtrain/config/config.hpp"
 
@@ -31,22 +30,6 @@ class Faults {
   }
   const Config::Debug& d_;
   int rank_;
-};
-
-/// debug.sync_check on a GPU: while a SyncCheck(true) lives, an operation that makes the host wait
-/// for the device (an .item(), a copy to the host, a blocking cudaMemcpy) throws c10::Error —
-/// c10's sync debug mode at error level, as torch.cuda.set_sync_debug_mode("error"). The Trainer
-/// holds one over forward/backward and over the optimizer step. SyncCheck(false) and CPU builds
-/// do nothing.
-class SyncCheck {
- public:
-  explicit SyncCheck(bool on);
-  ~SyncCheck();
-  SyncCheck(const SyncCheck&) = delete;
-  SyncCheck& operator=(const SyncCheck&) = delete;
-
- private:
-  bool on_;
 };
 
 }  // namespace gridtrain

@@ -63,8 +63,6 @@ class Trainer {
   Verdict train_step(long long s, double lr);
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
-  /// This dp rank's first sample of the step that starts at global sample `sample`.
-  std::uint64_t first_sample(std::uint64_t sample) const;
   /// (rows, T+1) training windows first.. of this dp rank's share of the step's global batch.
   torch::Tensor train_windows(std::int64_t first, int rows);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
@@ -84,13 +82,13 @@ class Trainer {
   Faults faults_;
   TokenData data_;
   std::unique_ptr<Sampler> sampler_;
-  int rows_per_rank_ = 0;  // training samples per step and dp rank
-  std::unique_ptr<WindowPrefetcher> windows_;
+  std::unique_ptr<WindowPrefetcher> windows_;  // keyed by the step's first global sample
   std::vector<std::uint64_t> val_starts_;  // this dp rank's share of the validation subset
   std::size_t val_total_ = 0;
   int vocab_ = 0;
   std::shared_ptr<LanguageModel> model_;
-  std::vector<torch::Tensor> counted_;  // parameters whose gradients this rank counts in the norm
+  std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
+  std::ptrdiff_t tied_ = -1;          // the tied embedding's parameter index, -1 where the stage has none
   Timer timer_;
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;

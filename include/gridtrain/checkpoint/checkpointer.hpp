@@ -96,7 +96,14 @@ class Checkpointer {
     std::vector<hsize_t> shape;   // global
     torch::Tensor local;          // undefined where this rank does not hold the tensor
     ShardSpec spec;
+    // ZeRO optimizer state: local is elements [offset, ...) of the flattened tp-local tensor of
+    // shape local_shape (empty: local is the whole tp-local tensor).
+    std::vector<std::int64_t> local_shape = {};
+    std::int64_t offset = 0;
   };
+  /// e's whole tp-local tensor: e.local, or its ZeRO pieces summed over dp into a new tensor
+  /// (collective over dp; the dp ranks of a (tp, pp) coordinate hold the same entries).
+  torch::Tensor assemble(const Entry& e);
   const std::vector<Entry>& entries(LanguageModel& model, Optimizer& opt);
   bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
   Slab slab_of(const Entry& e) const;

@@ -96,7 +96,8 @@ class Axis {
   Work allreduce_max(float* data, std::size_t n, const std::string& label = "");
   /// in: size()·n floats; out: n floats = the sum over ranks of block rank() of everyone's in.
   Work reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label = "");
-  /// in: bytes from this rank; out: size()·bytes, rank r's block at r·bytes.
+  /// in: bytes from this rank; out: size()·bytes, rank r's block at r·bytes. in may be this
+  /// rank's own block of out (in place).
   Work all_gather(const void* in, void* out, std::size_t bytes, const std::string& label = "");
   /// bytes from root to every rank, in place.
   Work broadcast(void* data, std::size_t bytes, int root, const std::string& label = "");

@@ -92,6 +92,7 @@ struct Config {
     double momentum = 0.9;  ///< sgd only
     int freeze_step = 100;  ///< onebit_adam: full-precision Adam steps before compression starts
     double clip_grad = 1.0;  ///< max global L2 norm; 0 = off
+    int zero_stage = 0;      ///< ZeRO stage over dp: 0, 1 (optimizer state sharded), 2 (+ gradients)
     LrScaling scale_lr = LrScaling::None;  ///< linear: lr × global_batch / reference_batch
     int reference_batch = 0;        ///< batch that optim.lr was tuned for (linear rule)
   } optim;

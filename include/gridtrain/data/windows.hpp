@@ -17,10 +17,11 @@ torch::Tensor token_windows(int rows, int T, torch::Device device, const std::fu
 /// A step's training windows, loaded one step ahead: prefetch(next) is called while this step's
 /// kernels run, so the host fills the next batch then; on a GPU its host→device copy runs on a
 /// side stream and get() makes the compute stream wait for it with an event (no host
-/// synchronisation). One step's windows are samples first .. first+rows−1.
+/// synchronisation). One step's windows are samples first .. first+rows−1 (of the numbering fill
+/// takes).
 class WindowPrefetcher {
  public:
-  /// fill(sample, out) writes the T+1 tokens of global sample `sample` into out.
+  /// fill(sample, out) writes the T+1 tokens of sample `sample` into out.
   WindowPrefetcher(int rows, int T, torch::Device device, std::function<void(std::uint64_t, std::int64_t*)> fill);
   ~WindowPrefetcher();
   /// (rows, T+1) windows of samples first..: the prefetched ones when first matches, else loaded now.

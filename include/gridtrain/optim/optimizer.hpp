@@ -17,7 +17,14 @@ class Axis;
 
 struct NamedParameter {
   std::string name;
-  torch::Tensor param;  ///< leaf tensor with .grad set by the reducer
+  torch::Tensor param;  ///< leaf tensor with .grad set by the reducer, or a piece of one (below)
+  /// Under ZeRO (optim.zero_stage >= 1) param is this rank's piece of parameter `name`: elements
+  /// [offset, offset + param.numel()) of it flattened (row-major), a 1-D view, possibly empty;
+  /// `shape` is the whole parameter's. Empty shape: param is the whole parameter.
+  std::vector<std::int64_t> shape = {};
+  std::int64_t offset = 0;
+  /// Weight decay applies: the parameter (not the piece) has >= 2 dimensions.
+  bool decays() const { return (shape.empty() ? param.dim() : static_cast<std::int64_t>(shape.size())) >= 2; }
 };
 
 class Optimizer {
@@ -28,7 +35,8 @@ class Optimizer {
   /// The deck's optim.type of this optimizer.
   virtual OptimizerType type() const = 0;
   /// Live state tensors named "<param>/<state>" (e.g. "wte.weight/exp_avg"), each shaped like
-  /// its parameter; checkpoints save them and load into them in place.
+  /// its parameter, or its piece under ZeRO (same shape and offset); checkpoints save them and load
+  /// into them in place.
   virtual std::vector<NamedParameter> state() = 0;
   /// Updates applied so far (Adam's t, for bias correction).
   long long steps() const { return steps_; }

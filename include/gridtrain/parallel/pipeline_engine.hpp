@@ -31,10 +31,10 @@ class PipelineEngine {
   /// (B, T) defined) the summed cross-entropy over B·T tokens, a 0-d fp32 tensor.
   using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
 
-  /// tied_weight: the token embedding on the first and the last stage (ignored with pp = 1).
-  /// Collective over grid.pp() (the tied pair's axis is split off it).
+  /// tied: the model's first and last stage both hold the token embedding (the output head's
+  /// weight; ignored with pp = 1). Collective over grid.pp() (the tied pair's axis is split off it).
   PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_size, int n_embd, torch::Device device,
-                 bool first_stage, bool last_stage, const torch::Tensor& tied_weight, Timer& timer);
+                 bool first_stage, bool last_stage, bool tied, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
   /// / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
@@ -47,9 +47,11 @@ class PipelineEngine {
   /// Forward only over `rows` windows in micro-batches of micro_batch (validation). Returns on
   /// the last stage the summed loss over rows·T tokens (nats), 0 elsewhere.
   double evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward);
-  /// Sums the tied embedding's gradient over the first and the last stage (pp > 1; a no-op
-  /// elsewhere). Run even after an out-of-memory error: it is a collective.
-  void sum_tied_gradient();
+  /// Sums the tied embedding's gradient over the first and the last stage in place (pp > 1; a
+  /// no-op elsewhere). grad: this stage's, contiguous fp32: the embedding's .grad, or under ZeRO
+  /// this rank's piece of it (the same elements on both stages). Run even after an
+  /// out-of-memory error: it is a collective.
+  void sum_tied_gradient(const torch::Tensor& grad);
   /// Bytes this rank sent on pp, the tied pair included.
   std::uint64_t bytes_sent() const;
 
@@ -61,7 +63,6 @@ class PipelineEngine {
   torch::Device device_;
   bool first_, last_;
   std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)
-  torch::Tensor tied_weight_;
   Timer& timer_;
 };
 

@@ -18,6 +18,19 @@
 // exchanges its own state (1-bit Adam after its freeze) keeps its gradients local. The Reducer is
 // the one owner of that decision (zero_grad) and reports what it did (stats()), so the summary
 // prints the exchange that happened, not the deck's wish.
+//
+// ZeRO (optim.zero_stage >= 1; Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
+// Training Trillion Parameter Models", SC'20). Each bucket is padded to a multiple of dp and dp
+// rank r owns its r-th contiguous shard. The parameters become views into flat parameter
+// buckets of the same layout (as FSDP's flat parameters). Buckets are reduce-scattered instead
+// of allreduced (started at the same points, overlapped alike), so a rank ends the step with the
+// averaged gradient of its shard only; shard_pieces() gives the optimizer each parameter's part
+// of the shard (a view into the flat parameter, .grad a view into the gradient shard), and after
+// the update gather_parameters() all-gathers every bucket in place. Bytes sent per step and rank:
+// (dp−1)/dp · 4Ψ_pad for the reduce-scatter plus the same for the all-gather, the 2Ψ(dp−1)/dp
+// elements of the allreduce it replaces. Stage 2 also frees the gradient buckets after the
+// reduce-scatter (they are allocated again at zero_grad), so between steps a rank holds 1/dp of
+// the gradients.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -51,12 +64,25 @@ struct ExchangeStats {
   double exposed_s = 0;    ///< seconds spent inside finish() (communication backward did not hide)
 };
 
+/// This rank's piece of one parameter under ZeRO: elements [offset, offset + param.numel()) of
+/// the parameter flattened. param is a 1-D view into the flat parameter bucket (the optimizer
+/// updates it in place) whose .grad is a view into the gradient shard; empty where the
+/// parameter lies outside the rank's shard.
+struct ShardPiece {
+  torch::Tensor param;
+  std::int64_t offset = 0;
+};
+
 class Reducer {
  public:
   /// params in registration order; bucket_mb > 0 (MiB). A tensor larger than a bucket gets a
   /// bucket of its own. Overlap happens only without compression and with dp > 1.
+  /// zero_stage 0..2 (ZeRO above; needs compression = None; with dp = 1 there is nothing to
+  /// shard and it acts as 0); own_bucket >= 0: the index of a
+  /// parameter that gets a bucket of its own (the tied embedding under ZeRO, so that its gradient
+  /// shard covers the same elements on both pipeline stages that hold it).
   Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap,
-          Compression compression = Compression::None);
+          Compression compression = Compression::None, int zero_stage = 0, std::ptrdiff_t own_bucket = -1);
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -70,8 +96,23 @@ class Reducer {
   /// Starts every bucket not started yet, waits for all, and averages over dp (nothing for a
   /// local step).
   void finish();
-  /// Multiplies every gradient by factor (clipping).
+  /// Multiplies every gradient by factor (clipping); under ZeRO this rank's gradient shards.
   void scale(double factor);
+
+  /// ZeRO stage in effect (0: none, or dp = 1).
+  int zero_stage() const { return zero_stage_; }
+  /// ZeRO: this rank's piece of each parameter, in parameter order.
+  std::vector<ShardPiece> shard_pieces() const;
+  /// Parameter i's gradient after finish(): its .grad, or under ZeRO its piece of the gradient
+  /// shard (a 1-D view; the same elements on every rank with the same layout and dp rank).
+  torch::Tensor reduced_gradient(std::size_t i) const;
+  /// ZeRO: all-gathers every parameter bucket in place after the shards were updated, and waits.
+  /// Adds (dp−1)/dp of the buckets' bytes to bytes_sent(). A no-op at stage 0.
+  void gather_parameters();
+  /// Bytes this rank holds in gradients (buckets and ZeRO shards) and in flat parameter buckets
+  /// (ZeRO; 0 at stage 0, where the model's own tensors hold the parameters).
+  std::uint64_t gradient_bytes() const;
+  std::uint64_t parameter_bytes() const;
 
   std::size_t bucket_count() const { return buckets_.size(); }
   /// Buckets started so far in this step (0 until the last micro-batch's backward).
@@ -88,12 +129,19 @@ class Reducer {
  private:
   void mark_ready(std::size_t bucket);
   void start(std::size_t bucket);
+  /// Allocates the zeroed gradient buckets and points every .grad at its view.
+  void allocate_gradients();
+  std::int64_t shard_size(std::size_t bucket) const { return bucket_numel_[bucket] / dp_.size(); }
 
   Axis& dp_;
   bool overlap_;
   std::vector<torch::Tensor> params_;
-  std::vector<torch::Tensor> buckets_;            // flat fp32, contiguous
+  int zero_stage_;
+  std::vector<torch::Tensor> buckets_;            // flat fp32, contiguous (undefined between steps at stage 2)
+  std::vector<std::int64_t> bucket_numel_;        // elements per bucket (a multiple of dp under ZeRO)
   std::vector<std::size_t> bucket_of_;            // parameter index → bucket
+  std::vector<std::int64_t> offset_;              // parameter index → first element in its bucket
+  std::vector<torch::Tensor> flat_params_, shards_;  // ZeRO: flat parameter buckets, gradient shards
   std::vector<int> bucket_size_;                  // parameters per bucket
   std::vector<int> pending_;                      // parameters not yet ready, per bucket
   std::vector<Work> work_;                        // per bucket

@@ -1,0 +1,184 @@
+// ZeRO stages 1 and 2 (optim.zero_stage) against stage 0: the same training (losses, gradient
+// norms with clipping active), bit-exact resume, checkpoints that load at another dp and stage,
+// and the reducer's bytes sent and held against the formulas of Rajbhandari et al. 2020.
+// Run under mpiexec -n 2, -n 4 and -n 8.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "../support/training.hpp"
+#include "gridtrain/parallel/reducer.hpp"
+
+using namespace gridtrain;
+using namespace gridtrain::test;
+
+namespace {
+
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// tiny() on every rank as dp, 2 micro-batches per step, clipping active on every step.
+Config zero_config(const std::string& dir, int steps, int stage) {
+  Config c = tiny(dir, steps, 4 * world_size());
+  c.optim.clip_grad = 0.1;
+  c.optim.zero_stage = stage;
+  return c;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+void check_same_run(const RunResult& got, const RunResult& want) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  REQUIRE(got.grad_norms.size() == want.grad_norms.size());
+  for (std::size_t s = 0; s < want.losses.size(); ++s) {
+    CAPTURE(s);
+    CHECK(rel(got.losses[s], want.losses[s]) <= 1e-6);
+    CHECK(rel(got.grad_norms[s], want.grad_norms[s]) <= 1e-6);
+  }
+}
+
+RunResult run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD) {
+  Log quiet(false);
+  return Trainer(c, comm, quiet, 1.0).run();
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO stages 1 and 2 train as stage 0 over 20 steps (AdamW; SGD with momentum)", "[np2][np4]") {
+  const auto dir = shared_dir("zero-eq");
+  for (auto type : {OptimizerType::AdamW, OptimizerType::Sgd}) {
+    CAPTURE(name_of(type));
+    Config c = zero_config(dir, 20, 0);
+    c.optim.type = type;
+    const auto want = run(c);
+    for (int stage : {1, 2}) {
+      CAPTURE(stage);
+      c.optim.zero_stage = stage;
+      check_same_run(run(c), want);
+    }
+  }
+}
+
+TEST_CASE("ZeRO at (dp, tp, pp) = (2, 2, 2) trains as stage 0 (the tied embedding's shard summed over pp)",
+          "[np8]") {
+  const auto dir = shared_dir("zero-3d");
+  Config c = tiny(dir, 20, 8);
+  c.model.n_layer = 4;
+  c.model.n_head = 8;
+  c.model.n_embd = 32;
+  c.optim.clip_grad = 0.1;
+  c.grid.dp = c.grid.tp = c.grid.pp = 2;
+  c.comm.bucket_mb = 0.05;  // ~13k floats: the embedding shares a bucket, laid out differently on each stage
+  const auto want = run(c);
+  for (int stage : {1, 2}) {
+    CAPTURE(stage);
+    c.optim.zero_stage = stage;
+    check_same_run(run(c), want);
+  }
+}
+
+TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
+  const auto dir = shared_dir("zero-resume");
+  Log quiet(false);
+  for (int stage : {1, 2}) {
+    CAPTURE(stage);
+    Trainer straight(zero_config(dir, 8, stage), MPI_COMM_WORLD, quiet, 1.0);
+    const auto full = straight.run();
+    Config first = zero_config(dir, 4, stage);
+    first.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
+    run(first);
+    Config second = zero_config(dir, 8, stage);
+    second.checkpoint.dir = first.checkpoint.dir;
+    second.checkpoint.resume = {Resume::Mode::Auto, ""};
+    Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+    REQUIRE(resumed.start_step() == 4);
+    const auto rest = resumed.run();
+    REQUIRE(rest.losses.size() == 4);
+    REQUIRE(full.losses.size() == 8);
+    for (int s = 4; s < 8; ++s) CHECK(rest.losses[s - 4] == full.losses[s]);  // bit for bit
+    CHECK(bitwise_equal(snapshot(resumed), snapshot(straight)));
+  }
+}
+
+TEST_CASE("a stage-2 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 rank stage 0, bit-exact", "[np4]") {
+  const auto dir = shared_dir("zero-reshard");
+  Log quiet(false);
+  Config c = zero_config(dir, 3, 2);
+  c.checkpoint.dir = dir + "/ckpt";
+  run(c);
+  // The reference: the same file loaded at stage 0 on dp = 4 (whole tensors on every rank).
+  Config load = zero_config(dir, 5, 0);
+  load.checkpoint.resume = {Resume::Mode::Path, dir + "/ckpt/step-00000003.h5"};
+  Trainer dp4(load, MPI_COMM_WORLD, quiet, 1.0);
+  const auto saved = snapshot(dp4);
+  std::vector<NamedParameter> whole;  // the whole optimizer state as loaded
+  for (const auto& s : dp4.optimizer().state()) whole.push_back({s.name, s.param.clone()});
+  const auto rest = dp4.run();
+  const int rank = world_rank();
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &half);
+  if (rank < 2) {
+    Config at = load;
+    at.optim.zero_stage = 1;
+    Trainer dp2(at, half, quiet, 1.0);
+    REQUIRE(dp2.grid().shape().dp == 2);
+    // This rank's pieces of the optimizer state are the elements of the whole state at their offset.
+    const auto pieces = dp2.optimizer().state();
+    REQUIRE(whole.size() == pieces.size());
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      CAPTURE(pieces[i].name);
+      REQUIRE(pieces[i].name == whole[i].name);
+      const auto want = whole[i].param.reshape(-1).narrow(0, pieces[i].offset, pieces[i].param.numel());
+      CHECK(torch::equal(pieces[i].param, want));
+    }
+    check_same_run(dp2.run(), rest);
+  }
+  MPI_Comm_free(&half);
+  if (rank == 0) {
+    Trainer dp1(load, MPI_COMM_SELF, quiet, 1.0);
+    CHECK(bitwise_equal(snapshot(dp1), saved));
+    check_same_run(dp1.run(), rest);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("ZeRO reducer: bytes sent and held per rank follow the ZeRO formulas", "[np2][np4]") {
+  const int dp_size = world_size();
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  Axis dp("dp", dup);
+  // Ψ = 1024 + 64 elements, divisible by dp (2, 4): no padding, so the formulas hold exactly.
+  for (int stage : {0, 1, 2}) {
+    CAPTURE(stage);
+    std::vector<torch::Tensor> params = {torch::ones({32, 32}).requires_grad_(), torch::ones({64}).requires_grad_()};
+    const double psi = 1024 + 64, f = static_cast<double>(dp_size - 1) / dp_size;
+    Reducer reducer(params, dp, 100.0, /*overlap=*/true, Compression::None, stage);
+    reducer.zero_grad();
+    reducer.begin_backward(true);
+    ((params[0] * (world_rank() + 1)).sum() + params[1].sum()).backward();
+    reducer.finish();
+    if (stage > 0) {
+      // Each rank's pieces hold the dp-mean of its part of the gradient: (1+..+dp)/dp for the
+      // matrix, 1 for the bias.
+      const auto pieces = reducer.shard_pieces();
+      std::int64_t held = 0;
+      for (std::size_t i = 0; i < pieces.size(); ++i) {
+        held += pieces[i].param.numel();
+        const double want = i == 0 ? (dp_size + 1) / 2.0 : 1.0;
+        CHECK(torch::allclose(pieces[i].param.grad(), torch::full_like(pieces[i].param, want)));
+        pieces[i].param.sub_(1.0);  // "the update": every element of this rank's shard becomes 0
+      }
+      CHECK(held == static_cast<std::int64_t>(psi) / dp_size);
+      reducer.gather_parameters();
+      for (const auto& p : params) CHECK(torch::equal(p.detach(), torch::zeros_like(p)));  // every shard arrived
+    }
+    // Stage 0 allreduces (2Ψ(dp−1)/dp); stages 1–2 reduce-scatter and all-gather (Ψ(dp−1)/dp each).
+    CHECK(reducer.bytes_sent() == static_cast<std::uint64_t>(2 * psi * f * sizeof(float)));
+    // Gradients held after the step: Ψ (stage 0), Ψ + Ψ/dp (stage 1), Ψ/dp (stage 2).
+    const double grads = stage == 0 ? psi : stage == 1 ? psi + psi / dp_size : psi / dp_size;
+    CHECK(reducer.gradient_bytes() == static_cast<std::uint64_t>(grads * sizeof(float)));
+  }
+}
