@@ -92,7 +92,8 @@ void Trainer::build_model() {
     const ShardSpec spec = model_->shard(p.key());
     if (spec.owner && (spec.dim >= 0 || grid_->tp().rank() == 0)) counted_.push_back(params.size() - 1);
   }
-  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), cfg_.comm.bucket_mb, cfg_.comm.overlap, cfg_.comm.compression,
+  const Config::Comm& comm = cfg_.comm;
+  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), comm.bucket_mb, comm.overlap, comm.compression,
                                        cfg_.optim.zero_stage, cfg_.optim.zero_stage > 0 ? tied_ : -1);
   if (reducer_->zero_stage() > 0) {  // the optimizer updates this rank's pieces only
     const auto pieces = reducer_->shard_pieces();
@@ -122,10 +123,6 @@ void Trainer::describe_setup() const {
   log_.print("LR: peak " + fmt("%.4g", schedule_.peak()) + ", lr(0) = " + fmt("%.4g", schedule_(0)) + "\n");
   log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, fp32 weights and optimizer state" +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
-}
-
-torch::Tensor Trainer::train_windows(std::int64_t first, int rows) {
-  return windows_->get(sample_index_).narrow(0, first, rows);
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -181,9 +178,9 @@ Verdict Trainer::train_step(long long s, double lr) {
     if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem), grid_->all()))
       throw std::bad_alloc();
     const SyncCheck no_sync(cfg_.debug.sync_check);
-    loss = engine_->train(guard_->accumulation(), guard_->micro_batch(),
-                          [this](std::int64_t first, int rows) { return train_windows(first, rows); },
-                          stage_forward(s), *reducer_, guard_->loss_scale());
+    auto windows = [this](std::int64_t first, int rows) { return windows_->get(sample_index_).narrow(0, first, rows); };
+    loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), windows, stage_forward(s), *reducer_,
+                          guard_->loss_scale());
   } catch (const std::bad_alloc&) {
     mine.oom = true;
   } catch (const c10::OutOfMemoryError&) {

@@ -63,8 +63,6 @@ class Trainer {
   Verdict train_step(long long s, double lr);
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
-  /// (rows, T+1) training windows first.. of this dp rank's share of the step's global batch.
-  torch::Tensor train_windows(std::int64_t first, int rows);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
   /// global norm, brought to the host together.
   std::pair<double, double> loss_and_grad_sq(const torch::Tensor& loss) const;
