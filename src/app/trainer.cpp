@@ -64,8 +64,8 @@ void Trainer::load_data() {
   // (micro-batch × accumulation, constant through out-of-memory back-offs).
   const int rows = cfg_.train.global_batch / plan_.shape.dp;
   const auto mine = static_cast<std::uint64_t>(grid_->dp().rank() * rows);
-  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, [this, mine](std::uint64_t i,
-                                                std::int64_t* out) { sampler_->fill(mine + i, out); });
+  auto fill = [this, mine](std::uint64_t i, std::int64_t* out) { sampler_->fill(mine + i, out); };
+  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, fill);
   const auto all_val = validation_starts(data_.val.size(), cfg_.model.block_size, cfg_.train.eval_samples);
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))

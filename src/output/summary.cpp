@@ -41,7 +41,11 @@ void print_exchange(const RunCounters& counters, long long steps, const Reducer&
                  describe(static_cast<GradExchange>(k));
     log.print("\nGradient exchange (dp, avg over ranks): " + fmt("%.3f", s[0] / dp.size()) + " s in flight, " +
               fmt("%.3f", s[1] / dp.size()) + " s exposed; " + kinds + "; " +
-              std::to_string(reducer.bucket_count()) + " buckets\n");
+              std::to_string(reducer.bucket_count()) + " buckets" +
+              (reducer.zero_stage() > 0 ? "; ZeRO stage " + std::to_string(reducer.zero_stage()) +
+                                              ": reduce-scatter in place of the allreduce, all-gather after the update"
+                                        : "") +
+              "\n");
   }
   double bytes[3];
   for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(counters.bytes_sent[i]);

@@ -173,15 +173,17 @@ void Reducer::scale(double factor) {
   for (auto& b : zero_stage_ > 0 ? shards_ : buckets_) b.mul_(factor);
 }
 
+std::pair<std::int64_t, std::int64_t> Reducer::shard_range(std::size_t i) const {
+  const std::int64_t s = shard_size(bucket_of_[i]), r = dp_.rank();
+  return {std::clamp(offset_[i], r * s, (r + 1) * s), std::clamp(offset_[i] + params_[i].numel(), r * s, (r + 1) * s)};
+}
+
 std::vector<ShardPiece> Reducer::shard_pieces() const {
   std::vector<ShardPiece> out;
-  const std::int64_t r = dp_.rank();
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const std::size_t b = bucket_of_[i];
-    const std::int64_t s = shard_size(b), first = offset_[i], end = offset_[i] + params_[i].numel();
-    const std::int64_t lo = std::clamp(first, r * s, (r + 1) * s), hi = std::clamp(end, r * s, (r + 1) * s);
-    ShardPiece piece{flat_params_[b].narrow(0, lo, hi - lo), hi > lo ? lo - first : 0};  // empty: offset 0
-    piece.param.mutable_grad() = shards_[b].narrow(0, lo - r * s, hi - lo);
+    const auto [lo, hi] = shard_range(i);
+    ShardPiece piece{flat_params_[bucket_of_[i]].narrow(0, lo, hi - lo), hi > lo ? lo - offset_[i] : 0};
+    piece.param.mutable_grad() = reduced_gradient(i);
     out.push_back(std::move(piece));
   }
   return out;
@@ -189,11 +191,9 @@ std::vector<ShardPiece> Reducer::shard_pieces() const {
 
 torch::Tensor Reducer::reduced_gradient(std::size_t i) const {
   if (zero_stage_ == 0) return params_.at(i).grad();
-  const std::size_t b = bucket_of_.at(i);
-  const std::int64_t s = shard_size(b), r = dp_.rank();
-  const std::int64_t lo = std::clamp(offset_[i], r * s, (r + 1) * s),
-                     hi = std::clamp(offset_[i] + params_[i].numel(), r * s, (r + 1) * s);
-  return shards_[b].narrow(0, lo - r * s, hi - lo);
+  const auto [lo, hi] = shard_range(i);
+  const std::size_t b = bucket_of_[i];
+  return shards_[b].narrow(0, lo - static_cast<std::int64_t>(dp_.rank()) * shard_size(b), hi - lo);
 }
 
 void Reducer::gather_parameters() {

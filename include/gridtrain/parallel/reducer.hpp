@@ -35,6 +35,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -132,6 +133,8 @@ class Reducer {
   /// Allocates the zeroed gradient buckets and points every .grad at its view.
   void allocate_gradients();
   std::int64_t shard_size(std::size_t bucket) const { return bucket_numel_[bucket] / dp_.size(); }
+  /// ZeRO: [lo, hi) of parameter i's bucket that lies in this rank's shard (lo = hi: none of it).
+  std::pair<std::int64_t, std::int64_t> shard_range(std::size_t i) const;
 
   Axis& dp_;
   bool overlap_;
