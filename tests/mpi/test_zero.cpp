@@ -95,11 +95,8 @@ TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
     second.checkpoint.resume = {Resume::Mode::Auto, ""};
     Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
     REQUIRE(resumed.start_step() == 4);
-    const auto rest = resumed.run();
-    REQUIRE(rest.losses.size() == 4);
     REQUIRE(full.losses.size() == 8);
-    for (int s = 4; s < 8; ++s) CHECK(rest.losses[s - 4] == full.losses[s]);  // bit for bit
-    CHECK(bitwise_equal(snapshot(resumed), snapshot(straight)));
+    check_continues(resumed, full, straight);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "training.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <cstring>
 
 #include "corpus.hpp"
@@ -54,6 +56,15 @@ bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch:
     if (a[i].sizes() != b[i].sizes() || std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()) != 0)
       return false;
   return true;
+}
+
+void check_continues(Trainer& resumed, const RunResult& full, Trainer& straight) {
+  const auto k = static_cast<std::size_t>(resumed.start_step());
+  const auto rest = resumed.run();
+  REQUIRE(k <= full.losses.size());
+  REQUIRE(rest.losses.size() == full.losses.size() - k);
+  for (std::size_t s = k; s < full.losses.size(); ++s) CHECK(rest.losses[s - k] == full.losses[s]);
+  CHECK(bitwise_equal(snapshot(resumed), snapshot(straight)));
 }
 
 }  // namespace gridtrain::test

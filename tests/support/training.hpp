@@ -19,5 +19,9 @@ Config tiny(const std::string& dir, int steps, int global_batch);
 /// Copies of every parameter and optimizer state tensor.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
+/// Runs `resumed` to its end and checks that it continues `straight` (whose run returned `full`)
+/// bit for bit: the same loss at every step from its start step on, the same final parameters
+/// and optimizer state.
+void check_continues(Trainer& resumed, const RunResult& full, Trainer& straight);
 
 }  // namespace gridtrain::test
