@@ -1,5 +1,6 @@
 // gridtrain --dry-run: what a deck will cost on this launch's grid, per rank and per pipeline
 // stage, without training.
+#include <array>
 #include <cstdio>
 
 #include <torch/torch.h>
@@ -36,6 +37,36 @@ double optimizer_bytes_per_param(OptimizerType type) {
   return 8.0;  // exp_avg, exp_avg_sq
 }
 
+// Bytes per rank of Ψ parameters' {parameters, gradients, optimizer state} over dp ranks at ZeRO
+// stage s (Rajbhandari et al. 2020, Fig. 1, with fp32 parameters and gradients, 4Ψ each, and K
+// optimizer bytes per parameter): stage 1 shards the optimizer state, 2 also the gradients, 3
+// also the parameters.
+std::array<double, 3> zero_formula(int s, double psi, double k, int dp) {
+  return {4 * psi / (s >= 3 ? dp : 1), 4 * psi / (s >= 2 ? dp : 1), k * psi / (s >= 1 ? dp : 1)};
+}
+
+// The formula for every stage next to each other, for rank 0's Ψ.
+std::string zero_table(int stage, double psi, double k, int dp) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "ZeRO over dp = %d (Rajbhandari et al. 2020: Ψ = %.0f parameters on rank 0, K = %.0f optimizer "
+                "bytes per parameter), MiB per rank:\n%6s %9s %9s %9s %9s\n",
+                dp, psi, k, "zero", "params", "grads", "optim", "sum");
+  std::string text = line;
+  const double mib = 1024.0 * 1024.0;
+  for (int s = 0; s <= 3; ++s) {
+    const auto b = zero_formula(s, psi, k, dp);
+    std::snprintf(line, sizeof line, "%6d %9.3f %9.3f %9.3f %9.3f%s\n", s, b[0] / mib, b[1] / mib, b[2] / mib,
+                  (b[0] + b[1] + b[2]) / mib,
+                  s == 3 ? "   (not built yet)" : s == stage ? "   <- optim.zero_stage" : "");
+    text += line;
+  }
+  if (stage > 0)  // stage 2 frees the buckets only after the exchange
+    text += "The per-rank estimate counts gridtrain's gradient peak at stages 1-2, 4Ψ + 4Ψ/dp: whole buckets "
+            "fill during backward, and the reduced shard is kept.\n";
+  return text;
+}
+
 // This rank's estimate, MiB: parameters, gradients, optimizer state, autocast copies,
 // activations, checkpoint snapshot, total; and its parameter count first.
 constexpr int kColumns = 8;
@@ -59,10 +90,11 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const int in_flight = gpipe ? M : std::min(layout.stages - layout.stage, M);
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
+  const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
   double row[kColumns] = {n,
                           4 * n / mib,
-                          4 * n / mib,
-                          optim / mib,
+                          (4 * n + (zero > 0 ? 4 * n / g.dp : 0.0)) / mib,
+                          optim / (zero > 0 ? g.dp : 1) / mib,
                           elem == 2 ? 2 * n / mib : 0.0,  // autocast's low-precision copies of the weights
                           in_flight * model->activation_bytes(cfg.train.micro_batch, elem) / mib,
                           cfg.checkpoint.enabled() ? (4 * n + optim) / mib : 0.0,
@@ -102,7 +134,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; 6N + 12LCT per "
                 "token)\n",
                 g.size(), worst, flops, flops / g.size());
-  log.print(text + line);
+  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], optimizer_bytes_per_param(cfg.optim.type), g.dp) : ""));
   return 0;
 }
 

@@ -17,7 +17,7 @@ torch::Tensor token_windows(int rows, int T, torch::Device device, const std::fu
 
 struct WindowPrefetcher::Loaded {
   std::uint64_t first;
-  torch::Tensor windows;          // (rows, T+1) on the device
+  torch::Tensor windows;             // (rows, T+1) on the device
   std::optional<c10::Event> copied;  // GPU: recorded on the side stream after the copy
 };
 

@@ -29,8 +29,9 @@
 // the update gather_parameters() all-gathers every bucket in place. Bytes sent per step and rank:
 // (dp−1)/dp · 4Ψ_pad for the reduce-scatter plus the same for the all-gather, the 2Ψ(dp−1)/dp
 // elements of the allreduce it replaces. Stage 2 also frees the gradient buckets after the
-// reduce-scatter (they are allocated again at zero_grad), so between steps a rank holds 1/dp of
-// the gradients.
+// reduce-scatter (they are allocated again at zero_grad), so from the exchange to the next step a
+// rank holds 1/dp of the gradients; during backward the whole buckets still fill (peak 4Ψ + 4Ψ/dp
+// bytes: DeepSpeed's stage 2, which reduces and frees bucket by bucket, is not built).
 #pragma once
 #include <array>
 #include <cstdint>
