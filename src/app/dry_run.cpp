@@ -58,12 +58,13 @@ std::string zero_table(int stage, double psi, double k, int dp) {
     const auto b = zero_formula(s, psi, k, dp);
     std::snprintf(line, sizeof line, "%6d %9.3f %9.3f %9.3f %9.3f%s\n", s, b[0] / mib, b[1] / mib, b[2] / mib,
                   (b[0] + b[1] + b[2]) / mib,
-                  s == 3 ? "   (not built yet)" : s == stage ? "   <- optim.zero_stage" : "");
+                  s == stage ? "   <- optim.zero_stage" : "");
     text += line;
   }
   if (stage > 0)  // stage 2 frees the buckets only after the exchange
-    text += "The per-rank estimate counts gridtrain's gradient peak at stages 1-2, 4Ψ + 4Ψ/dp: whole buckets "
-            "fill during backward, and the reduced shard is kept.\n";
+    text += "The per-rank estimate counts gridtrain's peaks: at stages 1-2 gradients 4Ψ + 4Ψ/dp (whole buckets "
+            "fill during backward, and the reduced shard is kept); at stage 3 two units (layers) whole beside "
+            "the shards, for parameters and for gradients (the one in use and the next).\n";
   return text;
 }
 
@@ -91,9 +92,10 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
+  const double two_units = 2 * 4 * n / static_cast<double>(layout.layers + 3);  // stage 3: blocks, wte, wpe, ln_f
   double row[kColumns] = {n,
-                          4 * n / mib,
-                          (4 * n + (zero > 0 ? 4 * n / g.dp : 0.0)) / mib,
+                          (zero == 3 ? 4 * n / g.dp + two_units : 4 * n) / mib,
+                          (zero == 3 ? 4 * n / g.dp + two_units : 4 * n + (zero > 0 ? 4 * n / g.dp : 0.0)) / mib,
                           optim / (zero > 0 ? g.dp : 1) / mib,
                           elem == 2 ? 2 * n / mib : 0.0,  // autocast's low-precision copies of the weights
                           in_flight * model->activation_bytes(cfg.train.micro_batch, elem) / mib,

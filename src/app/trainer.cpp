@@ -40,6 +40,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_,
                                                  CorpusId{data_.sha256, data_.train.size(), data_.val.size()});
   if (auto path = checkpointer_->resume_path()) {
+    const WholeParameters whole(*reducer_, /*adopt=*/true);  // ZeRO stage 3: loaded whole, then sharded
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
     start_step_ = at.step;
     sample_index_ = at.sample_index;
@@ -82,8 +83,11 @@ void Trainer::build_model() {
   model_->to(device_);
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
+  ZeroOptions zero{cfg_.optim.zero_stage, {}, cfg_.optim.zero_prefetch};
   for (auto& p : model_->named_parameters(true)) {
     if (p.key() == "wte.weight") tied_ = static_cast<std::ptrdiff_t>(params.size());  // also the output head
+    // Stage 3 gathers the model's units; below, the tied embedding alone gets a bucket of its own.
+    zero.unit_of.push_back(zero.stage == 3 ? model_->unit_of(p.key()) : p.key() == "wte.weight" ? 0 : -1);
     named.push_back({p.key(), p.value()});
     params.push_back(p.value());
     // The global norm counts each parameter once per replica: tensor-parallel shards on every
@@ -93,13 +97,13 @@ void Trainer::build_model() {
     if (spec.owner && (spec.dim >= 0 || grid_->tp().rank() == 0)) counted_.push_back(params.size() - 1);
   }
   const Config::Comm& comm = cfg_.comm;
-  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), comm.bucket_mb, comm.overlap, comm.compression,
-                                       cfg_.optim.zero_stage, cfg_.optim.zero_stage > 0 ? tied_ : -1);
+  reducer_ = std::make_unique<Reducer>(params, grid_->dp(), comm.bucket_mb, comm.overlap, comm.compression, zero);
   if (reducer_->zero_stage() > 0) {  // the optimizer updates this rank's pieces only
     const auto pieces = reducer_->shard_pieces();
     for (std::size_t i = 0; i < named.size(); ++i)
       named[i] = {named[i].name, pieces[i].param, named[i].param.sizes().vec(), pieces[i].offset};
   }
+  if (reducer_->zero_stage() == 3) model_->set_parameter_gather(reducer_.get());
   optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, cfg_.model.block_size, cfg_.model.n_embd,
                                              device_, model_->first_stage(), model_->last_stage(), tied_ >= 0, timer_);
@@ -163,6 +167,16 @@ std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) c
   return {both[0].item<double>(), both[1].item<double>()};
 }
 
+// debug.nonfinite = grad: an Inf in the first gradient element this rank holds after the exchange, which
+// the global finite check must catch on every rank.
+void Trainer::poison_gradient() {
+  for (std::size_t i = 0; i < model_->parameters().size(); ++i)
+    if (auto g = reducer_->reduced_gradient(i); g.numel() > 0) {
+      g.view(-1)[0].fill_(INFINITY);
+      return;
+    }
+}
+
 Verdict Trainer::train_step(long long s, double lr) {
   Axis& tp = grid_->tp();
   const std::uint64_t tp_bytes = tp.bytes_sent(), pp_bytes = engine_->bytes_sent();
@@ -172,10 +186,9 @@ Verdict Trainer::train_step(long long s, double lr) {
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device
   try {
-    // An Inf stays Inf through accumulation and the allreduce; no bucket is in flight yet.
-    if (faults_.inf_gradient(s)) model_->parameters().front().mutable_grad().view(-1)[0].fill_(INFINITY);
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
-    if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem), grid_->all()))
+    const double state = cfg_.debug.alloc_limit_mb > 0 ? state_bytes().peak() : 0.0;
+    if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem) + state, grid_->all()))
       throw std::bad_alloc();
     const SyncCheck no_sync(cfg_.debug.sync_check);
     auto windows = [this](std::int64_t first, int rows) { return windows_->get(sample_index_).narrow(0, first, rows); };
@@ -194,6 +207,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
   reducer_->finish();
+  if (faults_.inf_gradient(s)) poison_gradient();
   timer_.stamp(Section::DpComm);
   engine_->sum_tied_gradient(tied_ < 0 ? torch::Tensor() : reducer_->reduced_gradient(static_cast<std::size_t>(tied_)));
   timer_.stamp(Section::PpComm);
@@ -260,9 +274,11 @@ RunResult Trainer::run() {
 
     const int sig = agree_stop_signal(grid_->all());
     const bool stop = sig != 0 && !last;  // a signal on the last step changes nothing: the run is complete
-    if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled()))
+    if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled())) {
+      const WholeParameters whole(*reducer_);  // ZeRO stage 3
       checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_,
                           guard_->state());
+    }
     timer_.stamp(Section::Checkpoint);
     if (stop) {
       r.stop_signal = sig;
@@ -278,6 +294,22 @@ RunResult Trainer::run() {
   return r;
 }
 
+StateBytes Trainer::state_bytes() {
+  StateBytes b;
+  if (reducer_->zero_stage() == 0) {  // the model's own tensors hold the parameters
+    for (const auto& p : model_->parameters()) b.params += static_cast<double>(p.nbytes());
+    b.params_peak = b.params;
+  } else {
+    b.params = static_cast<double>(reducer_->parameter_bytes());
+    b.params_peak = static_cast<double>(reducer_->parameter_peak_bytes());
+  }
+  b.grads = static_cast<double>(reducer_->gradient_bytes());
+  b.grads_peak = static_cast<double>(reducer_->gradient_peak_bytes());
+  for (const auto& st : optimizer_->state()) b.optimizer += static_cast<double>(st.param.nbytes());
+  for (const auto& [name, t] : optimizer_->rank_state()) b.optimizer += static_cast<double>(t.nbytes());
+  return b;
+}
+
 void Trainer::finish(RunResult& r, const Throughput& throughput) {
   r.loop_s = timer_.loop_seconds();
   const auto rate = throughput.over(static_cast<long long>(r.losses.size()), r.loop_s);
@@ -285,7 +317,7 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   r.mfu = rate.mfu;
   r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
   r.loss_scale = guard_->loss_scale();
-  const RunCounters counters{peak_gflops_, peak_source_, bytes_sent_, cuda_device_, val_total_};
+  const RunCounters counters{peak_gflops_, peak_source_, bytes_sent_, cuda_device_, val_total_, state_bytes()};
   print_summary(r, counters, cfg_, timer_, *reducer_, *checkpointer_, *guard_, *grid_, log_);
 }
 

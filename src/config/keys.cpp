@@ -232,7 +232,10 @@ std::vector<Key> optim_keys() {
                    "ZeRO stage over dp (Rajbhandari et al. 2020): 0 = every dp rank holds all optimizer state; 1 = "
                    "each holds the state of its 1/dp of the parameters, gradients are reduce-scattered and the "
                    "parameters all-gathered after the update; 2 = as 1, and the full gradient buckets are freed "
-                   "once reduce-scattered (stage 3, sharded parameters, is not built yet)", 0, 2),
+                   "once reduce-scattered; 3 = as 2, and each rank keeps 1/dp of the parameters: a layer's are "
+                   "all-gathered before its forward and again before its backward, and freed after each", 0, 3),
+      bool_key("optim.zero_prefetch", GT_REF(optim.zero_prefetch),
+               "ZeRO stage 3: start the all-gather of the layer used next while this one computes"),
       enum_key("optim.scale_lr", GT_REF(optim.scale_lr),
                "linear scaling rule: lr *= global_batch / reference_batch (Goyal et al. 2017)"),
       int_key<int>("optim.reference_batch", GT_REF(optim.reference_batch),
@@ -362,8 +365,9 @@ std::vector<Key> debug_keys() {
       int_key<int>("debug.nonfinite_steps", GT_REF(debug.nonfinite_steps), "fault injection: steps in a row", 1),
       int_key<int>("debug.nonfinite_rank", GT_REF(debug.nonfinite_rank), "fault injection: the world rank", 0),
       real_key("debug.alloc_limit_mb", GT_REF(debug.alloc_limit_mb),
-               "fault injection: a micro-batch whose estimated activation memory exceeds this many MiB fails "
-               "as out of memory (tests train.on_oom); 0 = off", 0.0, false),
+               "memory budget per rank, MiB: a step whose micro-batch's estimated activations plus the "
+               "model state's measured peak (parameters, gradients, optimizer state) exceed it fails as out "
+               "of memory (tests train.on_oom and ZeRO); 0 = off", 0.0, false),
       bool_key("debug.sync_check", GT_REF(debug.sync_check),
                "on a GPU, stop with an error at any host synchronisation (.item(), a copy to the host) inside "
                "forward/backward or the optimizer step: c10's sync debug mode, error level. No effect on the CPU"),

@@ -138,16 +138,35 @@ ShardSpec GptPlan::shard(const std::string& name) const {
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
+namespace {
+enum Unit : int { kWte = 0, kWpe = 1, kBlocks = 2 };  // then ln_f after the blocks
+}  // namespace
+
+int Gpt::unit_of(const std::string& name) const {
+  if (name == "wte.weight") return kWte;
+  if (name == "wpe.weight") return kWpe;
+  if (name.starts_with("ln_f.")) return kBlocks + static_cast<int>(h_.size());
+  if (name.starts_with("h.")) return kBlocks + std::stoi(name.substr(2)) - static_cast<int>(plan_.layout().first_layer);
+  throw std::invalid_argument("Gpt has no parameter " + name);
+}
+
 torch::Tensor Gpt::embed(const torch::Tensor& idx) {
   const auto T = idx.size(1);
   auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
+  gather(kWte);
+  gather(kWpe);
   const auto start = plan_.tp_rank() * wte_->weight.size(0);
   auto tokens = plan_.tp() ? vocab_parallel_embedding(idx, wte_->weight, start, *plan_.tp()) : wte_->forward(idx);
-  return tokens + wpe_->forward(pos);  // (B, T, C)
+  auto x = release(kWpe, tokens + wpe_->forward(pos));  // (B, T, C)
+  return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 
 torch::Tensor Gpt::run_blocks(torch::Tensor x) {
-  for (auto& block : h_) x = block->forward(x);
+  for (std::size_t i = 0; i < h_.size(); ++i) {
+    const int unit = kBlocks + static_cast<int>(i);
+    gather(unit);
+    x = release(unit, h_[i]->forward(x));
+  }
   return x;
 }
 
@@ -158,7 +177,13 @@ torch::Tensor Gpt::stage_forward(const torch::Tensor& input) {
 // Per-token loss from the last stage's output, in fp32 whatever autocast computed the logits in:
 // the softmax and its sum over the vocabulary need fp32's range and precision.
 torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
-  auto x = ln_f_->forward(hidden);
+  const int ln_f = kBlocks + static_cast<int>(h_.size());
+  gather(ln_f);
+  gather(kWte);
+  return release(kWte, release(ln_f, head_loss(ln_f_->forward(hidden), targets)));
+}
+
+torch::Tensor Gpt::head_loss(const torch::Tensor& x, const torch::Tensor& targets) {
   const auto flat_targets = targets.reshape({-1});
   if (!plan_.tp()) {
     auto logits = torch::nn::functional::linear(x, wte_->weight).view({-1, shape().vocab_size}).to(torch::kFloat);

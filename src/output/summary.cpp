@@ -42,9 +42,12 @@ void print_exchange(const RunCounters& counters, long long steps, const Reducer&
     log.print("\nGradient exchange (dp, avg over ranks): " + fmt("%.3f", s[0] / dp.size()) + " s in flight, " +
               fmt("%.3f", s[1] / dp.size()) + " s exposed; " + kinds + "; " +
               std::to_string(reducer.bucket_count()) + " buckets" +
-              (reducer.zero_stage() > 0 ? "; ZeRO stage " + std::to_string(reducer.zero_stage()) +
-                                              ": reduce-scatter in place of the allreduce, all-gather after the update"
-                                        : "") +
+              (reducer.zero_stage() > 0
+                   ? "; ZeRO stage " + std::to_string(reducer.zero_stage()) +
+                         ": reduce-scatter in place of the allreduce, " +
+                         (reducer.zero_stage() == 3 ? "each layer all-gathered before its forward and its backward"
+                                                    : "all-gather after the update")
+                   : "") +
               "\n");
   }
   double bytes[3];
@@ -72,8 +75,19 @@ void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& g
             "\n");
 }
 
-void print_memory(int cuda_device, Grid& grid, Log& log) {
+void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
+  const StateBytes& s = counters.state;
+  double v[5] = {s.params, s.params_peak, s.grads, s.grads_peak, s.optimizer};
+  grid.all().blocking_max(v, 5, "model state bytes");
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "\nModel state per rank, MiB, max over ranks (the tensors the model, gradient reducer and optimizer "
+                "hold):\n%-17s %10s %10s\n%-17s %10.3f %10.3f\n%-17s %10.3f %10.3f\n%-17s %10.3f %10.3f\n",
+                "", "at the end", "peak", "parameters", v[0] / kMiB, v[1] / kMiB, "gradients", v[2] / kMiB,
+                v[3] / kMiB, "optimizer state", v[4] / kMiB, v[4] / kMiB);
+  log.print(text);
   log.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid.all(), kMiB, "MiB") + "\n");
+  const int cuda_device = counters.cuda_device;
 #ifdef GRIDTRAIN_CUDA
   if (cuda_device >= 0) {  // the same on every rank: train.device is one setting
     const auto cuda = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(cuda_device));
@@ -115,7 +129,7 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
   print_exchange(counters, static_cast<long long>(run.losses.size()), reducer, grid, log);
   print_stability(c, checkpointer, guard, log);
-  print_memory(counters.cuda_device, grid, log);
+  print_memory(counters, grid, log);
   if (run.final_val_loss)
     log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats/token (" +
               fmt("%.4f", *run.final_val_loss / std::log(2.0)) + " bits/token) over " +

@@ -34,55 +34,24 @@ const char* describe(GradExchange e) {
 }
 
 Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, bool overlap, Compression compression,
-                 int zero_stage, std::ptrdiff_t own_bucket)
+                 ZeroOptions zero)
     : dp_(dp), overlap_(overlap && compression == Compression::None && dp.size() > 1), params_(std::move(params)),
-      zero_stage_(dp.size() > 1 ? zero_stage : 0), bucket_of_(params_.size()), offset_(params_.size()) {
+      zero_stage_(dp.size() > 1 ? zero.stage : 0), prefetch_(zero.prefetch), bucket_of_(params_.size()),
+      offset_(params_.size()) {
   if (zero_stage_ > 0 && compression != Compression::None)
     throw std::invalid_argument("Reducer: ZeRO reduce-scatters fp32 gradients; compression must be none");
   if (compression != Compression::None)
     compressor_ = make_compressor(compression == Compression::Fp16 ? CompressorKind::Fp16 : CompressorKind::Bf16,
                                   memory_of(params_.at(0)));
-  const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-  // Group in reverse registration order: backward produces the last layers' gradients first.
-  std::vector<std::vector<std::size_t>> groups;
-  std::int64_t filled = 0;
-  for (std::size_t i = params_.size(); i-- > 0;) {
-    const bool alone = static_cast<std::ptrdiff_t>(i) == own_bucket;
-    if (groups.empty() || alone || (filled > 0 && filled + params_[i].numel() > cap) ||
-        static_cast<std::ptrdiff_t>(groups.back().back()) == own_bucket)
-      groups.emplace_back(), filled = 0;
-    groups.back().push_back(i);
-    filled += params_[i].numel();
-  }
-  const std::int64_t dp_size = zero_stage_ > 0 ? dp.size() : 1;
-  for (std::size_t b = 0; b < groups.size(); ++b) {
-    std::int64_t n = 0;
-    for (auto i : groups[b]) {
-      bucket_of_[i] = b;
-      offset_[i] = n;
-      n += params_[i].numel();
-    }
-    bucket_numel_.push_back((n + dp_size - 1) / dp_size * dp_size);  // ZeRO: padded to equal shards
-    bucket_size_.push_back(static_cast<int>(groups[b].size()));
-  }
-  allocate_gradients();
-  if (zero_stage_ > 0) {
-    torch::NoGradGuard no_grad;
-    for (std::size_t b = 0; b < groups.size(); ++b) {
-      flat_params_.push_back(torch::zeros({bucket_numel_[b]}, params_[groups[b].front()].options()));
-      shards_.push_back(torch::zeros({shard_size(b)}, flat_params_.back().options()));
-    }
-    for (std::size_t i = 0; i < params_.size(); ++i) {  // the parameters become views of their bucket
-      auto& p = params_[i];
-      auto view = flat_params_[bucket_of_[i]].narrow(0, offset_[i], p.numel()).view(p.sizes());
-      view.copy_(p.detach());
-      p.set_data(view);
-    }
-  }
-  pending_ = bucket_size_;
+  form_buckets(bucket_mb, zero.unit_of);
+  if (zero_stage_ < 3) allocate_gradients();
+  else buckets_.resize(members_.size());  // allocated as each unit's backward begins
+  if (zero_stage_ > 0) flatten_parameters();
+  pending_.resize(members_.size());
+  begin_backward(false);
   work_.resize(buckets_.size());
   feedback_.resize(buckets_.size());
-  if (overlap_) {
+  if (overlap_ || zero_stage_ == 3) {  // stage 3 frees a unit's parameters once its gradients are ready
     for (std::size_t i = 0; i < params_.size(); ++i) {
       auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
       const auto key = acc->add_post_hook(std::make_unique<ReadyHook>([this, b = bucket_of_[i]] { mark_ready(b); }));
@@ -91,12 +60,82 @@ Reducer::Reducer(std::vector<torch::Tensor> params, Axis& dp, double bucket_mb, 
   }
 }
 
+void Reducer::form_buckets(double bucket_mb, const std::vector<int>& unit_of) {
+  auto unit = [&](std::size_t i) { return i < unit_of.size() ? unit_of[i] : -1; };
+  const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+  // Group in reverse registration order: backward produces the last layers' gradients first.
+  std::int64_t filled = 0;
+  for (std::size_t i = params_.size(); i-- > 0;) {
+    if (zero_stage_ == 3 && unit(i) < 0)
+      throw std::invalid_argument("Reducer: ZeRO stage 3 needs every parameter in a unit (parameter " +
+                                  std::to_string(i) + " has none)");
+    if (members_.empty() || unit(i) != unit(members_.back().back()) ||
+        (unit(i) < 0 && filled > 0 && filled + params_[i].numel() > cap))
+      members_.emplace_back(), filled = 0;
+    members_.back().push_back(i);
+    filled += params_[i].numel();
+  }
+  const std::int64_t dp_size = zero_stage_ > 0 ? dp_.size() : 1;
+  for (std::size_t b = 0; b < members_.size(); ++b) {
+    std::int64_t n = 0;
+    for (auto i : members_[b]) {
+      bucket_of_[i] = b;
+      offset_[i] = n;
+      n += params_[i].numel();
+    }
+    bucket_numel_.push_back((n + dp_size - 1) / dp_size * dp_size);  // ZeRO: padded to equal shards
+    const int u = unit(members_[b].front());
+    if (u < 0) continue;
+    if (static_cast<std::size_t>(u) >= unit_bucket_.size()) unit_bucket_.resize(static_cast<std::size_t>(u) + 1, -1);
+    if (unit_bucket_[static_cast<std::size_t>(u)] >= 0)
+      throw std::invalid_argument("Reducer: the parameters of unit " + std::to_string(u) +
+                                  " are not contiguous in registration order");
+    unit_bucket_[static_cast<std::size_t>(u)] = static_cast<std::ptrdiff_t>(b);
+  }
+}
+
+void Reducer::flatten_parameters() {
+  torch::NoGradGuard no_grad;
+  const std::int64_t r = dp_.rank();
+  for (std::size_t b = 0; b < members_.size(); ++b) {
+    const auto options = params_[members_[b].front()].options();
+    flat_params_.push_back(torch::zeros({bucket_numel_[b]}, options));
+    // Stage 1 keeps the whole bucket, so its shard is the rank's part of it.
+    shards_.push_back(zero_stage_ == 1 ? buckets_[b].narrow(0, r * shard_size(b), shard_size(b))
+                                       : torch::zeros({shard_size(b)}, options));
+  }
+  received_.resize(members_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {  // the parameters become views of their bucket
+    auto& p = params_[i];
+    auto view = flat_params_[bucket_of_[i]].narrow(0, offset_[i], p.numel()).view(p.sizes());
+    view.copy_(p.detach());
+    p.set_data(view);
+  }
+  if (zero_stage_ == 3) {  // keep the shards; the units are gathered when the model uses them
+    for (std::size_t b = 0; b < members_.size(); ++b)
+      param_shards_.push_back(flat_params_[b].narrow(0, r * shard_size(b), shard_size(b)).clone());
+    held_.assign(members_.size(), Held::Gathered);
+    gathers_.resize(members_.size());
+    release_all_parameters();
+  }
+  note_peaks();
+}
+
 void Reducer::allocate_gradients() {
   buckets_.resize(bucket_numel_.size());
-  for (std::size_t b = 0; b < buckets_.size(); ++b)
-    buckets_[b] = torch::zeros({bucket_numel_[b]}, params_.front().options().requires_grad(false));
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    params_[i].mutable_grad() = buckets_[bucket_of_[i]].narrow(0, offset_[i], params_[i].numel()).view(params_[i].sizes());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) allocate_gradient(b);
+}
+
+void Reducer::allocate_gradient(std::size_t b) {
+  buckets_[b] = torch::zeros({bucket_numel_[b]}, params_.front().options().requires_grad(false));
+  for (auto i : members_[b])
+    params_[i].mutable_grad() = buckets_[b].narrow(0, offset_[i], params_[i].numel()).view(params_[i].sizes());
+  note_peaks();
+}
+
+void Reducer::free_gradient(std::size_t b) {
+  for (auto i : members_[b]) params_[i].mutable_grad().reset();
+  buckets_[b].reset();
 }
 
 Reducer::~Reducer() {
@@ -104,9 +143,10 @@ Reducer::~Reducer() {
 }
 
 void Reducer::zero_grad(bool local_gradients) {
-  if (!buckets_.front().defined()) allocate_gradients();  // stage 2 freed them
-  else
-    for (auto& b : buckets_) b.zero_();
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    if (buckets_[b].defined()) buckets_[b].zero_();
+    else if (zero_stage_ < 3) allocate_gradient(b);  // stage 2 freed it; stage 3 allocates at its backward
+  }
   exchange_ = local_gradients ? GradExchange::Local
               : compressor_   ? GradExchange::Compressed
               : overlap_      ? GradExchange::Overlapped
@@ -119,26 +159,36 @@ void Reducer::zero_grad(bool local_gradients) {
 
 void Reducer::begin_backward(bool last) {
   communicating_ = last && exchange_ != GradExchange::Local;
-  pending_ = bucket_size_;
+  for (std::size_t b = 0; b < members_.size(); ++b) pending_[b] = static_cast<int>(members_[b].size());
   next_ = 0;
 }
 
 void Reducer::mark_ready(std::size_t bucket) {
-  if (!communicating_) return;
-  --pending_[bucket];
+  if (--pending_[bucket] == 0 && zero_stage_ == 3) free_parameters(bucket);  // the unit's backward is done
+  if (!communicating_ || !overlap_) return;
   while (next_ < buckets_.size() && pending_[next_] == 0) start(next_++);
-  for (std::size_t b = 0; b < next_; ++b) work_[b].test();  // drive progress of earlier buckets
+  poll();
+}
+
+void Reducer::poll() {
+  for (std::size_t b = 0; b < next_; ++b)
+    if (work_[b].test() && zero_stage_ >= 2 && buckets_[b].defined()) free_gradient(b);
 }
 
 void Reducer::start(std::size_t bucket) {
-  if (bytes_ == 0) in_flight_.restart();
+  if (bucket == 0) in_flight_.restart();  // buckets start in order
+  if (!buckets_[bucket].defined()) allocate_gradient(bucket);  // stage 3: a step that failed before its backward
   auto& b = buckets_[bucket];
   const std::string label = "gradient bucket " + std::to_string(bucket);
   const std::uint64_t before = dp_.bytes_sent();
-  if (zero_stage_ > 0)
-    work_[bucket] = dp_.reduce_scatter_sum(b.data_ptr<float>(), shards_[bucket].data_ptr<float>(),
+  if (zero_stage_ > 0) {
+    // MPI forbids an output inside the input, so stage 1 receives its shard aside (copied in finish).
+    if (zero_stage_ == 1) received_[bucket] = torch::empty_like(shards_[bucket]);
+    auto& out = zero_stage_ == 1 ? received_[bucket] : shards_[bucket];
+    work_[bucket] = dp_.reduce_scatter_sum(b.data_ptr<float>(), out.data_ptr<float>(),
                                            static_cast<std::size_t>(shard_size(bucket)), label);
-  else
+    note_peaks();
+  } else
     work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), static_cast<std::size_t>(b.numel()), label);
   bytes_ += dp_.bytes_sent() - before;
 }
@@ -157,14 +207,16 @@ void Reducer::finish() {
     const double inv = 1.0 / dp_.size();
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       work_[b].wait();
+      if (zero_stage_ == 1) {
+        shards_[b].copy_(received_[b]);
+        received_[b].reset();
+      }
       (zero_stage_ > 0 ? shards_[b] : buckets_[b]).mul_(inv);
+      if (zero_stage_ >= 2 && buckets_[b].defined()) free_gradient(b);  // only the shard is needed from here on
     }
     communicating_ = false;
-    if (zero_stage_ >= 2) {  // only the shards are needed from here on
-      for (auto& p : params_) p.mutable_grad().reset();
-      for (auto& b : buckets_) b.reset();
-    }
   }
+  release_all_parameters();  // stage 3: units a failed step left gathered
   stats_.in_flight_s += in_flight_.seconds();
   stats_.exposed_s += exposed.seconds();
 }
@@ -178,11 +230,16 @@ std::pair<std::int64_t, std::int64_t> Reducer::shard_range(std::size_t i) const 
   return {std::clamp(offset_[i], r * s, (r + 1) * s), std::clamp(offset_[i] + params_[i].numel(), r * s, (r + 1) * s)};
 }
 
+torch::Tensor Reducer::own_parameters(std::size_t b) const {
+  return zero_stage_ == 3 ? param_shards_[b] : flat_params_[b].narrow(0, dp_.rank() * shard_size(b), shard_size(b));
+}
+
 std::vector<ShardPiece> Reducer::shard_pieces() const {
   std::vector<ShardPiece> out;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const auto [lo, hi] = shard_range(i);
-    ShardPiece piece{flat_params_[bucket_of_[i]].narrow(0, lo, hi - lo), hi > lo ? lo - offset_[i] : 0};
+    const std::size_t b = bucket_of_[i];
+    ShardPiece piece{own_parameters(b).narrow(0, lo - dp_.rank() * shard_size(b), hi - lo), hi > lo ? lo - offset_[i] : 0};
     piece.param.mutable_grad() = reduced_gradient(i);
     out.push_back(std::move(piece));
   }
@@ -197,7 +254,7 @@ torch::Tensor Reducer::reduced_gradient(std::size_t i) const {
 }
 
 void Reducer::gather_parameters() {
-  if (zero_stage_ == 0 || dp_.size() == 1) return;
+  if (zero_stage_ == 0 || zero_stage_ == 3) return;
   const std::uint64_t before = dp_.bytes_sent();
   std::vector<Work> gathers;
   for (std::size_t b = 0; b < flat_params_.size(); ++b) {
@@ -209,16 +266,118 @@ void Reducer::gather_parameters() {
   bytes_ += dp_.bytes_sent() - before;
 }
 
+// Stage 3. A freed flat parameter keeps its shape but its storage holds no bytes; gathering
+// allocates the storage again in place, so every view of it (the model's parameters, the tensors
+// autograd saved for backward) sees the gathered values.
+namespace {
+
+void free_storage(const torch::Tensor& t) { t.storage().unsafeGetStorageImpl()->reset(); }
+
+void allocate_storage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const auto bytes = static_cast<std::size_t>(t.numel()) * t.element_size();  // flat, at offset 0
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+}  // namespace
+
+std::size_t Reducer::bucket_of_unit(int unit) const {
+  const auto u = static_cast<std::size_t>(unit);
+  if (unit < 0 || u >= unit_bucket_.size() || unit_bucket_[u] < 0)
+    throw std::logic_error("Reducer: the model used unit " + std::to_string(unit) + ", which it did not declare");
+  return static_cast<std::size_t>(unit_bucket_[u]);
+}
+
+void Reducer::start_gather(std::size_t b) {
+  allocate_storage(flat_params_[b]);
+  const std::uint64_t before = dp_.bytes_sent();
+  gathers_[b] = dp_.all_gather(param_shards_[b].data_ptr(), flat_params_[b].data_ptr(),
+                               static_cast<std::size_t>(shard_size(b)) * sizeof(float),
+                               "parameter unit " + std::to_string(b));
+  bytes_ += dp_.bytes_sent() - before;
+  held_[b] = Held::InFlight;
+  note_peaks();
+}
+
+void Reducer::materialize(std::size_t b) {
+  if (held_[b] == Held::Freed) start_gather(b);
+  if (held_[b] == Held::InFlight) gathers_[b].wait();
+  held_[b] = Held::Gathered;
+}
+
+void Reducer::free_parameters(std::size_t b) {
+  if (held_[b] == Held::InFlight) gathers_[b].wait();  // MPI may still be writing into it
+  if (held_[b] != Held::Freed) free_storage(flat_params_[b]);
+  held_[b] = Held::Freed;
+}
+
+void Reducer::prefetch(int unit) {
+  if (!prefetch_ || unit < 0 || static_cast<std::size_t>(unit) >= unit_bucket_.size() ||
+      unit_bucket_[static_cast<std::size_t>(unit)] < 0)
+    return;
+  const auto b = static_cast<std::size_t>(unit_bucket_[static_cast<std::size_t>(unit)]);
+  if (held_[b] == Held::Freed) start_gather(b);
+}
+
+void Reducer::gather(int unit) {
+  if (zero_stage_ != 3) return;
+  const std::size_t b = bucket_of_unit(unit);
+  const bool reused = held_[b] == Held::Gathered;  // kept from an earlier use (the tied head): no hint
+  materialize(b);
+  if (!reused) prefetch(unit + 1);  // forward runs the units in order
+}
+
+torch::Tensor Reducer::release(int unit, const torch::Tensor& out, bool keep) {
+  if (zero_stage_ != 3) return out;
+  if (out.requires_grad()) out.register_hook([this, unit](const torch::Tensor&) { before_backward(unit); });
+  if (!keep) free_parameters(bucket_of_unit(unit));
+  return out;
+}
+
+// Called when the gradient of the unit's output is complete, before autograd runs the unit's
+// backward: the unit's parameters and its gradient bucket must exist by then.
+void Reducer::before_backward(int unit) {
+  const std::size_t b = bucket_of_unit(unit);
+  materialize(b);
+  if (!buckets_[b].defined()) allocate_gradient(b);
+  prefetch(unit - 1);  // backward runs them in reverse
+}
+
+void Reducer::gather_all_parameters() {
+  if (zero_stage_ != 3) return;
+  for (std::size_t b = 0; b < flat_params_.size(); ++b)
+    if (held_[b] == Held::Freed) start_gather(b);
+  for (std::size_t b = 0; b < flat_params_.size(); ++b) materialize(b);
+}
+
+void Reducer::release_all_parameters(bool adopt) {
+  if (zero_stage_ != 3) return;
+  torch::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < flat_params_.size(); ++b) {
+    if (adopt) param_shards_[b].copy_(flat_params_[b].narrow(0, dp_.rank() * shard_size(b), shard_size(b)));
+    free_parameters(b);
+  }
+}
+
+void Reducer::note_peaks() {
+  gradient_peak_ = std::max(gradient_peak_, gradient_bytes());
+  parameter_peak_ = std::max(parameter_peak_, parameter_bytes());
+}
+
 std::uint64_t Reducer::gradient_bytes() const {
   std::uint64_t n = 0;
   for (const auto& t : buckets_) n += t.defined() ? t.nbytes() : 0;
-  for (const auto& t : shards_) n += t.nbytes();
+  for (const auto& t : received_) n += t.defined() ? t.nbytes() : 0;
+  if (zero_stage_ >= 2)  // stage 1's shards are parts of the buckets
+    for (const auto& t : shards_) n += t.nbytes();
   return n;
 }
 
 std::uint64_t Reducer::parameter_bytes() const {
   std::uint64_t n = 0;
-  for (const auto& t : flat_params_) n += t.nbytes();
+  for (const auto& t : flat_params_) n += t.storage().nbytes();  // 0 while a stage-3 unit is freed
+  for (const auto& t : param_shards_) n += t.nbytes();
   return n;
 }
 

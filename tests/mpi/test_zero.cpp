@@ -1,6 +1,8 @@
-// ZeRO stages 1 and 2 (optim.zero_stage) against stage 0: the same training (losses, gradient
+// ZeRO stages 1-3 (optim.zero_stage) against stage 0: the same training (losses, gradient
 // norms with clipping active), bit-exact resume, checkpoints that load at another dp and stage,
-// and the reducer's bytes sent and held against the formulas of Rajbhandari et al. 2020.
+// the reducer's bytes sent and held and the trainer's memory accountant against the formulas of
+// Rajbhandari et al. 2020, and a model over a memory budget at stage 0 that trains within it at
+// stage 3.
 // Run under mpiexec -n 2, -n 4 and -n 8.
 #include <catch2/catch.hpp>
 
@@ -47,18 +49,20 @@ RunResult run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD) {
 
 }  // namespace
 
-TEST_CASE("ZeRO stages 1 and 2 train as stage 0 over 20 steps (AdamW; SGD with momentum)", "[np2][np4]") {
+TEST_CASE("ZeRO stages 1, 2 and 3 train as stage 0 over 20 steps (AdamW; SGD with momentum)", "[np2][np4]") {
   const auto dir = shared_dir("zero-eq");
   for (auto type : {OptimizerType::AdamW, OptimizerType::Sgd}) {
     CAPTURE(name_of(type));
     Config c = zero_config(dir, 20, 0);
     c.optim.type = type;
     const auto want = run(c);
-    for (int stage : {1, 2}) {
+    for (int stage : {1, 2, 3}) {
       CAPTURE(stage);
       c.optim.zero_stage = stage;
       check_same_run(run(c), want);
     }
+    c.optim.zero_prefetch = false;  // stage 3 gathering each layer only when it is used
+    check_same_run(run(c), want);
   }
 }
 
@@ -73,7 +77,7 @@ TEST_CASE("ZeRO at (dp, tp, pp) = (2, 2, 2) trains as stage 0 (the tied embeddin
   c.grid.dp = c.grid.tp = c.grid.pp = 2;
   c.comm.bucket_mb = 0.05;  // ~13k floats: the embedding shares a bucket, laid out differently on each stage
   const auto want = run(c);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
     c.optim.zero_stage = stage;
     check_same_run(run(c), want);
@@ -83,7 +87,7 @@ TEST_CASE("ZeRO at (dp, tp, pp) = (2, 2, 2) trains as stage 0 (the tied embeddin
 TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
   const auto dir = shared_dir("zero-resume");
   Log quiet(false);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
     Trainer straight(zero_config(dir, 8, stage), MPI_COMM_WORLD, quiet, 1.0);
     const auto full = straight.run();
@@ -100,10 +104,10 @@ TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
   }
 }
 
-TEST_CASE("a stage-2 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 rank stage 0, bit-exact", "[np4]") {
+TEST_CASE("a stage-3 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 rank stage 0, bit-exact", "[np4]") {
   const auto dir = shared_dir("zero-reshard");
   Log quiet(false);
-  Config c = zero_config(dir, 3, 2);
+  Config c = zero_config(dir, 3, 3);
   c.checkpoint.dir = dir + "/ckpt";
   run(c);
   // The reference: the same file loaded at stage 0 on dp = 4 (whole tensors on every rank).
@@ -148,15 +152,21 @@ TEST_CASE("ZeRO reducer: bytes sent and held per rank follow the ZeRO formulas",
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   Axis dp("dp", dup);
   // Ψ = 1024 + 64 elements, divisible by dp (2, 4): no padding, so the formulas hold exactly.
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     CAPTURE(stage);
     std::vector<torch::Tensor> params = {torch::ones({32, 32}).requires_grad_(), torch::ones({64}).requires_grad_()};
     const double psi = 1024 + 64, f = static_cast<double>(dp_size - 1) / dp_size;
-    Reducer reducer(params, dp, 100.0, /*overlap=*/true, Compression::None, stage);
+    // Two units, used as a model would (stage 3 gathers each before its forward and backward).
+    Reducer reducer(params, dp, 100.0, /*overlap=*/true, Compression::None, ZeroOptions{stage, {0, 1}});
     reducer.zero_grad();
     reducer.begin_backward(true);
-    ((params[0] * (world_rank() + 1)).sum() + params[1].sum()).backward();
+    reducer.gather(0);
+    auto a = reducer.release(0, (params[0] * (world_rank() + 1)).sum(), false);
+    reducer.gather(1);
+    auto b = reducer.release(1, params[1].sum(), false);
+    (a + b).backward();
     reducer.finish();
+    std::uint64_t sent = reducer.bytes_sent();
     if (stage > 0) {
       // Each rank's pieces hold the dp-mean of its part of the gradient: (1+..+dp)/dp for the
       // matrix, 1 for the bias.
@@ -170,12 +180,58 @@ TEST_CASE("ZeRO reducer: bytes sent and held per rank follow the ZeRO formulas",
       }
       CHECK(held == static_cast<std::int64_t>(psi) / dp_size);
       reducer.gather_parameters();
+      sent = reducer.bytes_sent();  // the step's; gathering every unit for the check below is not
+      const WholeParameters whole(reducer);
       for (const auto& p : params) CHECK(torch::equal(p.detach(), torch::zeros_like(p)));  // every shard arrived
     }
-    // Stage 0 allreduces (2Ψ(dp−1)/dp); stages 1–2 reduce-scatter and all-gather (Ψ(dp−1)/dp each).
-    CHECK(reducer.bytes_sent() == static_cast<std::uint64_t>(2 * psi * f * sizeof(float)));
-    // Gradients held after the step: Ψ (stage 0), Ψ + Ψ/dp (stage 1), Ψ/dp (stage 2).
-    const double grads = stage == 0 ? psi : stage == 1 ? psi + psi / dp_size : psi / dp_size;
-    CHECK(reducer.gradient_bytes() == static_cast<std::uint64_t>(grads * sizeof(float)));
+    // Stage 0 allreduces (2Ψ(dp−1)/dp); stages 1–2 reduce-scatter and all-gather (Ψ(dp−1)/dp
+    // each); stage 3 all-gathers each unit for its forward and its backward and reduce-scatters.
+    CHECK(sent == static_cast<std::uint64_t>((stage == 3 ? 3 : 2) * psi * f * sizeof(float)));
+    // Held after the step: gradients Ψ (stages 0–1), Ψ/dp (2–3); flat parameters Ψ (1–2), Ψ/dp (3).
+    CHECK(reducer.gradient_bytes() == static_cast<std::uint64_t>((stage >= 2 ? psi / dp_size : psi) * sizeof(float)));
+    const double params_held = stage == 0 ? 0 : stage == 3 ? psi / dp_size : psi;
+    CHECK(reducer.parameter_bytes() == static_cast<std::uint64_t>(params_held * sizeof(float)));
   }
+}
+
+TEST_CASE("the memory accountant's bytes per rank match the ZeRO formulas at every stage", "[np4]") {
+  const auto dir = shared_dir("zero-memory");
+  Log quiet(false);
+  for (int stage : {0, 1, 2, 3}) {
+    CAPTURE(stage);
+    Trainer t(zero_config(dir, 2, stage), MPI_COMM_WORLD, quiet, 1.0);
+    t.run();
+    const double psi = static_cast<double>(count_parameters(t.model())), dp = world_size(), k = 8;  // AdamW: m, v
+    const StateBytes got = t.state_bytes();
+    // Rajbhandari et al. 2020, fp32: parameters 4Ψ, gradients 4Ψ, optimizer state KΨ, each / dp
+    // from its stage on (3, 2, 1).
+    const double want[3] = {4 * psi / (stage >= 3 ? dp : 1), 4 * psi / (stage >= 2 ? dp : 1),
+                            k * psi / (stage >= 1 ? dp : 1)};
+    CHECK(got.params == Approx(want[0]).epsilon(0.05));
+    CHECK(got.grads == Approx(want[1]).epsilon(0.05));
+    CHECK(got.optimizer == Approx(want[2]).epsilon(0.05));
+  }
+}
+
+TEST_CASE("a model whose stage-0 state exceeds debug.alloc_limit_mb trains within it at stage 3", "[np4]") {
+  const auto dir = shared_dir("zero-budget");
+  Log quiet(false);
+  auto config = [&](int stage) {
+    Config c = zero_config(dir, 3, stage);
+    c.model.n_layer = 8;  // many small units: stage 3 holds a few whole at a time
+    c.model.n_embd = 32;
+    return c;
+  };
+  Trainer plain(config(0), MPI_COMM_WORLD, quiet, 1.0);
+  const double state0 = plain.state_bytes().peak();
+  const auto want = plain.run();
+  const double budget = 0.6 * state0 + plain.model().activation_bytes(2, 4);
+  Config over = config(0);
+  over.debug.alloc_limit_mb = budget / (1024.0 * 1024.0);
+  CHECK_THROWS_WITH(Trainer(over, MPI_COMM_WORLD, quiet, 1.0).run(), Catch::Contains("out of memory"));
+  Config within = config(3);
+  within.debug.alloc_limit_mb = over.debug.alloc_limit_mb;
+  Trainer zero3(within, MPI_COMM_WORLD, quiet, 1.0);
+  check_same_run(zero3.run(), want);
+  CHECK(zero3.state_bytes().peak() < 0.6 * state0);
 }

@@ -44,6 +44,7 @@ Config tiny(const std::string& dir, int steps, int global_batch) {
 }
 
 std::vector<torch::Tensor> snapshot(Trainer& t) {
+  const WholeParameters whole(t.reducer());  // ZeRO stage 3 holds shards between steps
   std::vector<torch::Tensor> out;
   for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
   for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());

@@ -53,7 +53,7 @@ TEST_CASE("each kind of bad key or value gives its own message", "[config]") {
   CHECK(problems("[comm]\nbackend = nccl\n[train]\ndevice = cuda\n").empty());
   CHECK_THAT(problems("[precision]\ninit_scale = 1\nmin_scale = 1000\n"), Catch::Contains("valid: min_scale <= init_scale"));
   CHECK_THAT(problems("[precision]\ninit_scale = 1e300\n"), Catch::Contains("precision.init_scale = '1e300': out of range"));
-  CHECK_THAT(problems("[optim]\nzero_stage = 3\n"), Catch::Contains("optim.zero_stage = '3': out of range"));
+  CHECK_THAT(problems("[optim]\nzero_stage = 4\n"), Catch::Contains("optim.zero_stage = '4': out of range"));
   CHECK_THAT(problems("[optim]\nzero_stage = 1\ntype = onebit_adam\n"),
              Catch::Contains("optim.zero_stage = 1 with optim.type = onebit_adam"));
   CHECK_THAT(problems("[optim]\nzero_stage = 2\n[comm]\ncompression = fp16\n"),

@@ -17,11 +17,11 @@ class Faults {
   /// debug.nonfinite = loss | grad on this rank at step (0-based).
   bool nan_loss(long long step) const { return hits(NonfiniteFault::Loss, step); }
   bool inf_gradient(long long step) const { return hits(NonfiniteFault::Grad, step); }
-  /// debug.alloc_limit_mb: whether a micro-batch whose activations take activation_bytes fails
-  /// as out of memory. Decided over the grid, as the out-of-memory flag is: with pp > 1 only
+  /// debug.alloc_limit_mb: whether a step that needs `bytes` (the micro-batch's estimated
+  /// activations plus the model state's measured peak) fails as out of memory. Decided over the grid, as the out-of-memory flag is: with pp > 1 only
   /// the last stage's estimate includes the logits, and a stage that failed alone would leave
   /// its neighbours waiting. Collective over grid when the limit is set.
-  bool over_memory_budget(double activation_bytes, Axis& grid) const;
+  bool over_memory_budget(double bytes, Axis& grid) const;
 
  private:
   bool hits(NonfiniteFault kind, long long step) const {

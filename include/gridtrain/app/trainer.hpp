@@ -45,6 +45,9 @@ class Trainer {
   LanguageModel& model() { return *model_; }
   Grid& grid() { return *grid_; }
   Optimizer& optimizer() { return *optimizer_; }
+  Reducer& reducer() { return *reducer_; }
+  /// This rank's model state bytes now (the memory accountant of the summary).
+  StateBytes state_bytes();
   /// Mean validation loss over the fixed validation subset, nats/token, forward through the
   /// pipeline. Collective over the grid.
   double evaluate();
@@ -61,6 +64,7 @@ class Trainer {
   void describe_setup() const;
   /// One optimizer step: forward/backward, gradient exchange, verdict, update.
   Verdict train_step(long long s, double lr);
+  void poison_gradient();
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the

@@ -92,7 +92,8 @@ struct Config {
     double momentum = 0.9;  ///< sgd only
     int freeze_step = 100;  ///< onebit_adam: full-precision Adam steps before compression starts
     double clip_grad = 1.0;  ///< max global L2 norm; 0 = off
-    int zero_stage = 0;      ///< ZeRO stage over dp: 0, 1 (optimizer state sharded), 2 (+ gradients)
+    int zero_stage = 0;      ///< ZeRO stage over dp: 0, 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)
+    bool zero_prefetch = true;  ///< stage 3: start the next unit's all-gather ahead of its use
     LrScaling scale_lr = LrScaling::None;  ///< linear: lr × global_batch / reference_batch
     int reference_batch = 0;        ///< batch that optim.lr was tuned for (linear rule)
   } optim;
@@ -152,7 +153,7 @@ struct Config {
     int nonfinite_step = 1;          ///< ... first step (1-based) it happens at
     int nonfinite_steps = 1;         ///< ... for this many steps in a row
     int nonfinite_rank = 0;          ///< ... on this world rank
-    double alloc_limit_mb = 0.0;     ///< fault injection: a micro-batch whose activations exceed this fails like an OOM
+    double alloc_limit_mb = 0.0;     ///< a step whose activations + model-state peak exceed this fails like an OOM
     bool sync_check = false;         ///< GPU: a host synchronisation inside forward/backward/step is an error
   } debug;
 

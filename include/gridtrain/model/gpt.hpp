@@ -109,12 +109,16 @@ class Gpt : public LanguageModel {
   /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
   /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.
   void initialize(std::uint64_t seed) override;
+  /// wte 0, wpe 1, block i of this stage 2 + i, ln_f 2 + layers: the tied head gathers wte
+  /// (unit 0) with ln_f, and with one stage keeps it gathered from the embedding on.
+  int unit_of(const std::string& name) const override;
   const GptShape& shape() const { return plan_.shape(); }
 
  private:
   torch::Tensor embed(const torch::Tensor& idx);     // (B, T) -> (B, T, C)
   torch::Tensor run_blocks(torch::Tensor x);         // (B, T, C) -> (B, T, C)
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
+  torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& targets);  // ln_f's output → (B·T,) fp32
 
   GptPlan plan_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "gridtrain/model/layout.hpp"
+#include "gridtrain/parallel/parameter_gather.hpp"
 #include "gridtrain/parallel/shard.hpp"
 
 namespace gridtrain {
@@ -36,6 +37,25 @@ class LanguageModel : public torch::nn::Module {
   virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
   /// Sets every parameter from (seed, parameter name) alone, independent of the process grid.
   virtual void initialize(std::uint64_t seed) = 0;
+
+  /// ZeRO stage 3's unit of parameter `name` (parallel/parameter_gather.hpp): units are numbered
+  /// in forward order on this rank, and each unit's parameters are contiguous in registration
+  /// order.
+  virtual int unit_of(const std::string& name) const = 0;
+  /// Where stage_forward and head_loss_sum gather and release their units; null (the default):
+  /// the parameters are always whole.
+  void set_parameter_gather(ParameterGather* g) { gather_ = g; }
+
+ protected:
+  void gather(int unit) {
+    if (gather_) gather_->gather(unit);
+  }
+  torch::Tensor release(int unit, const torch::Tensor& out, bool keep = false) {
+    return gather_ ? gather_->release(unit, out, keep) : out;
+  }
+
+ private:
+  ParameterGather* gather_ = nullptr;
 };
 
 /// What this rank's part of a model holds and costs, known without building it (--dry-run).

@@ -60,12 +60,21 @@ struct RunResult {
 };
 
 /// What else the summary reports about this rank's run.
+/// Bytes of this rank's model state (the memory accountant: the tensors the model, the Reducer
+/// and the optimizer hold), now and the most held at once during the run.
+struct StateBytes {
+  double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+  double peak() const { return params_peak + grads_peak + optimizer; }
+};
+
 struct RunCounters {
   double peak_gflops = 0;                     ///< this rank's peak
   std::string peak_source;                    ///< where it came from (app/peak.hpp)
   std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
   int cuda_device = -1;                       ///< the rank's CUDA device, or -1 on the CPU
   std::size_t val_windows = 0;                ///< validation windows per pass
+  StateBytes state;                           ///< this rank's model state at the end
 };
 
 /// Prints the end-of-run report on rank 0. Collective over the grid (reductions over ranks).
