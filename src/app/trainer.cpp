@@ -60,13 +60,15 @@ void Trainer::load_data() {
     throw Error("model.vocab_size = " + std::to_string(vocab_) + " is smaller than the dataset's vocab_size = " +
                 std::to_string(data_.vocab_size) + " (" + cfg_.data.path + "); valid: 0 (auto) or >= " +
                 std::to_string(data_.vocab_size));
-  sampler_ = std::make_unique<Sampler>(data_.train, cfg_.model.block_size, cfg_.train.seed);
+  sampler_ = std::make_unique<Sampler>(data_.train.size(), cfg_.model.block_size, cfg_.train.seed);
   // This dp rank's share of a step that starts at global sample i: rows samples from i + rank·rows
   // (micro-batch × accumulation, constant through out-of-memory back-offs).
   const int rows = cfg_.train.global_batch / plan_.shape.dp;
   const auto mine = static_cast<std::uint64_t>(grid_->dp().rank() * rows);
-  auto fill = [this, mine](std::uint64_t i, std::int64_t* out) { sampler_->fill(mine + i, out); };
-  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, fill);
+  auto fill = [this, mine](std::uint64_t i, std::int64_t* out) {
+    copy_window(data_.train, sampler_->window_start(mine + i), cfg_.model.block_size, out);
+  };
+  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, fill, cfg_.data.prefetch);
   const auto all_val = validation_starts(data_.val.size(), cfg_.model.block_size, cfg_.train.eval_samples);
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))
@@ -116,7 +118,8 @@ void Trainer::describe_setup() const {
              " FLOPs/token (6N + 12LCT); layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " +
              comma_list(plan_.stage_layers) + "; parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->all()) + "\n");
-  log_.print("Data: " + cfg_.data.path + ": " + std::to_string(data_.train.size()) + " train / " +
+  log_.print("Data: " + cfg_.data.path + (data_.files.size() > 1 ? " (" + std::to_string(data_.files.size()) + " shards)" : "") +
+             ": " + std::to_string(data_.train.size()) + " train / " +
              std::to_string(data_.val.size()) + " val tokens, vocab " + std::to_string(vocab_) + ", " +
              std::to_string(sampler_->windows()) + " windows per epoch, source sha256 " +
              (data_.sha256.empty() ? "unknown" : data_.sha256.substr(0, 16)) + "\n");
@@ -182,6 +185,10 @@ Verdict Trainer::train_step(long long s, double lr) {
   const std::uint64_t tp_bytes = tp.bytes_sent(), pp_bytes = engine_->bytes_sent();
   const double tp_wait = tp.wait_s();
   reducer_->zero_grad(optimizer_->owns_communication());
+  if (model_->first_stage() || model_->last_stage())  // the loader thread reads them while this step computes
+    for (long long ahead = s + 1; ahead < std::min<long long>(cfg_.train.steps, s + 1 + cfg_.data.prefetch); ++ahead)
+      windows_->prefetch(static_cast<std::uint64_t>(ahead - s) * static_cast<std::uint64_t>(cfg_.train.global_batch) +
+                         sample_index_);
   timer_.stamp();
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device
@@ -201,9 +208,6 @@ Verdict Trainer::train_step(long long s, double lr) {
   }
   timer_.stamp(Section::Compute);  // what an out-of-memory error cut short
   timer_.move(Section::Compute, Section::TpComm, tp.wait_s() - tp_wait);
-  if (s + 1 < cfg_.train.steps && (model_->first_stage() || model_->last_stage()))  // while the kernels run
-    windows_->prefetch(sample_index_ + static_cast<std::uint64_t>(cfg_.train.global_batch));
-  timer_.stamp(Section::Data);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
   reducer_->finish();

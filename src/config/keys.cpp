@@ -201,7 +201,12 @@ std::vector<Key> model_keys() {
 
 std::vector<Key> data_keys() {
   return {
-      text_key("data.path", GT_REF(data.path), "token file written by `gridtrain prepare` (HDF5)"),
+      text_key("data.path", GT_REF(data.path),
+               "token corpus written by `gridtrain prepare` (HDF5): a file, a directory of shard files (*.h5) "
+               "or a glob; shards are concatenated in name order"),
+      int_key<int>("data.prefetch", GT_REF(data.prefetch),
+                   "training batches a loader thread reads ahead (per-rank pread of each window); 0 = read "
+                   "each on the step loop's thread when it is needed", 0, 64),
       bool_key("data.allow_change", GT_REF(data.allow_change),
                "resume onto a corpus other than the checkpoint's (its sha256 or token counts differ); the data "
                "position then indexes the new corpus"),

@@ -7,9 +7,8 @@
 
 namespace gridtrain {
 
-Sampler::Sampler(std::span<const std::int32_t> tokens, int block_size, std::uint64_t seed)
-    : tokens_(tokens), block_(block_size), seed_(seed),
-      windows_((tokens.size() - 1) / static_cast<std::uint64_t>(block_size)) {}
+Sampler::Sampler(std::uint64_t tokens, int block_size, std::uint64_t seed)
+    : block_(block_size), seed_(seed), windows_((tokens - 1) / static_cast<std::uint64_t>(block_size)) {}
 
 std::uint64_t Sampler::window_start(std::uint64_t g) {
   const std::uint64_t e = epoch(g);
@@ -25,12 +24,6 @@ std::uint64_t Sampler::window_start(std::uint64_t g) {
     perm_epoch_ = e;
   }
   return static_cast<std::uint64_t>(perm_[g % windows_]) * block_;
-}
-
-void Sampler::fill(std::uint64_t g, std::int64_t* out) { copy_window(tokens_, window_start(g), block_, out); }
-
-void copy_window(std::span<const std::int32_t> tokens, std::uint64_t start, int block_size, std::int64_t* out) {
-  for (int t = 0; t <= block_size; ++t) out[t] = tokens[start + t];
 }
 
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count) {

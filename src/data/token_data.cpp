@@ -1,93 +1,305 @@
 #include "gridtrain/data/token_data.hpp"
 
+#include <fcntl.h>
+#include <glob.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include "gridtrain/comm/agree.hpp"
+#include "gridtrain/data/prepare.hpp"
+#include "gridtrain/data/sampler.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {
+
+// ---- TokenSplit: pread from the datasets' contiguous storage ----
+
+struct TokenSplit::Files {
+  struct Open {
+    Part part;
+    int fd = -1;
+    std::uint64_t first = 0;  // index of the part's first token in the split
+  };
+  std::vector<Open> open;
+  ~Files() {
+    for (const auto& o : open) ::close(o.fd);
+  }
+};
+
+TokenSplit::TokenSplit(std::vector<Part> parts) {
+  auto files = std::make_shared<Files>();
+  for (auto& p : parts) {
+    const int fd = ::open(p.file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot open '" + p.file + "': " + std::strerror(errno));
+    files->open.push_back({std::move(p), fd, size_});
+    size_ += files->open.back().part.tokens;
+  }
+  files_ = std::move(files);
+}
+
 namespace {
 
-// A split's tokens, read at the dataset's own integer width and checked against [0, vocab)
-// before they are narrowed to int32 (a wider token is named as it is stored, not as it clips).
-std::vector<std::int32_t> read_split(hid_t file, const std::string& name, long long vocab) {
+// Reads exactly `bytes` bytes at `offset` (pread may return less, or be interrupted).
+void read_fully(int fd, void* out, std::size_t bytes, std::uint64_t offset, const std::string& file) {
+  auto* p = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw Error("reading tokens from '" + file + "' failed: " + (got < 0 ? std::strerror(errno) : "file too short"));
+    p += got;
+    bytes -= static_cast<std::size_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+}
+
+// Stored token i of raw (little-endian, `width` bytes), as a signed or unsigned 64-bit value.
+template <class T>
+T stored(const unsigned char* raw, std::size_t i, int width, bool is_signed) {
+  std::uint64_t u = 0;
+  std::memcpy(&u, raw + i * static_cast<std::size_t>(width), static_cast<std::size_t>(width));
+  if (is_signed && width < 8 && (u >> (8 * width - 1)) != 0) u |= ~std::uint64_t{0} << (8 * width);  // sign-extend
+  return static_cast<T>(u);
+}
+
+// Calls fn(part, first token within the part, count) for the pieces of [start, start + n).
+template <class Open, class Fn>
+void for_pieces(const std::vector<Open>& open, std::uint64_t start, std::uint64_t n, Fn&& fn) {
+  auto it = std::upper_bound(open.begin(), open.end(), start, [](std::uint64_t s, const Open& o) { return s < o.first; });
+  for (--it; n > 0; ++it) {
+    const std::uint64_t in = start - it->first, take = std::min(n, it->part.tokens - in);
+    if (take > 0) fn(*it, in, take);
+    start += take;
+    n -= take;
+  }
+}
+
+}  // namespace
+
+void TokenSplit::read(std::uint64_t start, std::size_t n, std::int32_t* out) const {
+  std::vector<unsigned char> raw;
+  for_pieces(files_->open, start, n, [&](const Files::Open& o, std::uint64_t in, std::uint64_t take) {
+    const auto w = static_cast<std::size_t>(o.part.width);
+    raw.resize(take * w);
+    read_fully(o.fd, raw.data(), raw.size(), o.part.offset + in * w, o.part.file);
+    for (std::size_t i = 0; i < take; ++i) *out++ = stored<std::int32_t>(raw.data(), i, o.part.width, o.part.is_signed);
+  });
+}
+
+std::string TokenSplit::first_outside(std::uint64_t begin, std::uint64_t end, long long vocab) const {
+  constexpr std::uint64_t kChunk = 1 << 20;  // tokens per read: 8 MiB at the widest
+  std::string bad;
+  std::vector<unsigned char> raw;
+  for_pieces(files_->open, begin, end - begin, [&](const Files::Open& o, std::uint64_t in, std::uint64_t take) {
+    const Part& p = o.part;
+    const bool cannot_exceed = !p.is_signed && p.width < 8 && (1ULL << (8 * p.width)) <= static_cast<unsigned long long>(vocab);
+    for (std::uint64_t at = 0; at < take && bad.empty() && !cannot_exceed; at += kChunk) {
+      const std::uint64_t count = std::min(kChunk, take - at);
+      raw.resize(count * static_cast<std::uint64_t>(p.width));
+      read_fully(o.fd, raw.data(), raw.size(), p.offset + (in + at) * static_cast<std::uint64_t>(p.width), p.file);
+      for (std::size_t i = 0; i < count && bad.empty(); ++i) {
+        if (p.is_signed) {
+          const auto t = stored<std::int64_t>(raw.data(), i, p.width, true);
+          if (t < 0 || t >= vocab) bad = std::to_string(t);
+        } else {
+          const auto t = stored<std::uint64_t>(raw.data(), i, p.width, false);
+          if (t >= static_cast<std::uint64_t>(vocab)) bad = std::to_string(t);
+        }
+      }
+    }
+  });
+  return bad;
+}
+
+void copy_window(const TokenSplit& split, std::uint64_t start, int block_size, std::int64_t* out) {
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(block_size) + 1);
+  split.read(start, tokens.size(), tokens.data());
+  std::copy(tokens.begin(), tokens.end(), out);
+}
+
+// ---- load_tokens ----
+
+namespace {
+
+constexpr const char* kSplits[2] = {"/train/tokens", "/val/tokens"};
+
+// data.path as files: itself, the *.h5 of a directory, or a glob's matches; sorted.
+std::vector<std::string> corpus_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.path().extension() == ".h5") files.push_back(e.path().string());
+  } else if (path.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    if (::glob(path.c_str(), 0, nullptr, &g) == 0)
+      for (std::size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+  } else if (fs::exists(path)) {
+    files.push_back(path);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// A split's dataset in an open file: where its tokens lie, checked to be readable with pread.
+TokenSplit::Part describe_split(hid_t file, const std::string& path, const std::string& name) {
   if (H5Lexists(file, name.substr(0, name.rfind('/')).c_str(), H5P_DEFAULT) <= 0 ||
       H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
     throw std::runtime_error("dataset " + name + " is missing");
   H5Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
   H5Id type(H5Dget_type(ds), "H5Dget_type");
-  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("dataset " + name + " is not integer tokens");
   H5Id space(H5Dget_space(ds), "H5Dget_space");
+  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("dataset " + name + " is not integer tokens");
   if (H5Sget_simple_extent_ndims(space) != 1) throw std::runtime_error("dataset " + name + " is not 1-D");
+  TokenSplit::Part p;
+  p.file = path;
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
-  const bool is_unsigned = H5Tget_sign(type) == H5T_SGN_NONE;
-  const bool narrow = H5Tget_size(type) < 4 || (H5Tget_size(type) == 4 && !is_unsigned);
-  std::vector<std::int32_t> out(n);
-  H5Id xfer = h5_collective_xfer();
-  auto bad = [&](const std::string& token) {
-    return Error(name + " holds token " + token + " outside [0, vocab_size = " + std::to_string(vocab) + ")");
-  };
-  if (narrow) {  // fits int32 as stored
-    if (n > 0 && H5Dread(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, xfer, out.data()) < 0)
-      throw std::runtime_error("cannot read dataset " + name);
-    for (auto t : out)
-      if (t < 0 || t >= vocab) throw bad(std::to_string(t));
-    return out;
+  p.tokens = n;
+  p.width = static_cast<int>(H5Tget_size(type));
+  p.is_signed = H5Tget_sign(type) != H5T_SGN_NONE;
+  H5Id dcpl(H5Dget_create_plist(ds), "H5Dget_create_plist");
+  const bool plain = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
+                     H5Tget_order(type) == H5T_ORDER_LE && (p.width == 1 || p.width == 2 || p.width == 4 || p.width == 8);
+  const haddr_t at = H5Dget_offset(ds);
+  if (!plain || (n > 0 && at == HADDR_UNDEF))
+    throw Error(name + " is chunked, compressed or big-endian; gridtrain reads tokens straight from a contiguous "
+                "little-endian dataset: write it with `gridtrain prepare`, or with h5py without chunks or compression");
+  p.offset = n > 0 ? at : 0;
+  return p;
+}
+
+struct Shard {
+  long long vocab = 0;
+  std::string tokenizer, sha256;
+  TokenSplit::Part split[2];
+};
+
+Shard describe_shard(const std::string& path) {
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("not an HDF5 file (write one with `gridtrain prepare`)");
+  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "cannot open the file");
+  Shard s;
+  s.vocab = h5_read_attr_int(file, "vocab_size");
+  if (s.vocab < 1 || s.vocab > std::numeric_limits<std::int32_t>::max())
+    throw Error("vocab_size = " + std::to_string(s.vocab) + "; valid: 1 .. " +
+                std::to_string(std::numeric_limits<std::int32_t>::max()));
+  s.tokenizer = h5_read_attr_string(file, "tokenizer");
+  s.sha256 = h5_has_attr(file, "sha256") ? h5_read_attr_string(file, "sha256") : "";
+  for (int i = 0; i < 2; ++i) s.split[i] = describe_split(file, path, kSplits[i]);
+  return s;
+}
+
+// The shards' metadata as text (one line per shard, tab-separated), and back.
+std::string to_text(const std::vector<Shard>& shards) {
+  std::ostringstream out;
+  for (const auto& s : shards) {
+    out << s.vocab << '\t' << s.tokenizer << '\t' << s.sha256;
+    for (const auto& p : s.split) out << '\t' << p.file << '\t' << p.offset << '\t' << p.tokens << '\t' << p.width << '\t' << p.is_signed;
+    out << '\n';
   }
-  auto read_wide = [&](auto zero, hid_t mem_type) {  // uint32, int64, uint64: read wide, check, narrow
-    std::vector<decltype(zero)> wide(n);
-    if (n > 0 && H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, xfer, wide.data()) < 0)
-      throw std::runtime_error("cannot read dataset " + name);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (wide[i] < zero || wide[i] >= static_cast<decltype(zero)>(vocab)) throw bad(std::to_string(wide[i]));
-      out[i] = static_cast<std::int32_t>(wide[i]);
+  return out.str();
+}
+
+std::vector<Shard> from_text(const std::string& text) {
+  std::vector<Shard> shards;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    Shard s;
+    std::string vocab;
+    std::getline(f, vocab, '\t');
+    s.vocab = std::stoll(vocab);
+    std::getline(f, s.tokenizer, '\t');
+    std::getline(f, s.sha256, '\t');
+    for (auto& p : s.split) {
+      std::string field;
+      std::getline(f, p.file, '\t');
+      f >> p.offset >> p.tokens >> p.width >> p.is_signed;
+      f.ignore();
     }
-  };
-  if (is_unsigned) read_wide(std::uint64_t{0}, H5T_NATIVE_UINT64);
-  else read_wide(std::int64_t{0}, H5T_NATIVE_INT64);
-  return out;
+    shards.push_back(std::move(s));
+  }
+  return shards;
+}
+
+// Rank 0 reads every shard's metadata; the others learn it. Errors name the shard.
+std::vector<Shard> describe_corpus(const std::string& path, MPI_Comm comm, const std::string& where,
+                                   const std::string& prepare_hint) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string text;
+  agree(comm, [&] {
+    if (rank != 0) return;
+    const auto files = corpus_files(path);
+    if (files.empty())
+      throw Error(where + (path.find_first_of("*?[") != std::string::npos || std::filesystem::is_directory(path)
+                               ? "no shard files (*.h5) match. "
+                               : "file not found. ") +
+                  prepare_hint);
+    std::vector<Shard> shards;
+    for (const auto& f : files) {
+      const std::string at = files.size() > 1 ? where + "shard '" + f + "': " : where;
+      try {
+        shards.push_back(describe_shard(f));
+      } catch (const Error& e) {
+        throw Error(at + e.what());
+      } catch (const std::runtime_error& e) {
+        throw Error(at + e.what() + "; expected the layout of `gridtrain prepare` (/train/tokens, /val/tokens, "
+                    "attributes vocab_size and tokenizer)");
+      }
+      if (shards.back().vocab != shards.front().vocab || shards.back().tokenizer != shards.front().tokenizer)
+        throw Error(at + "vocab_size " + std::to_string(shards.back().vocab) + " and tokenizer '" +
+                    shards.back().tokenizer + "' differ from the first shard's (" +
+                    std::to_string(shards.front().vocab) + ", '" + shards.front().tokenizer + "')");
+    }
+    text = to_text(shards);
+  });
+  return from_text(broadcast_text(text, comm));
 }
 
 }  // namespace
 
 TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_tokens,
                       const std::string& prepare_hint) {
-  TokenData d;
   const std::string where = "data.path = '" + path + "': ";
   h5_silence_errors();
-  // Two phases, so that no rank enters the collective open while another already gave up.
+  const auto shards = describe_corpus(path, comm, where, prepare_hint);
+  TokenData d;
+  d.vocab_size = static_cast<int>(shards.front().vocab);
+  d.tokenizer = shards.front().tokenizer;
+  std::vector<TokenSplit::Part> parts[2];
+  std::string shas;
+  for (const auto& s : shards) {
+    d.files.push_back(s.split[0].file);
+    for (int i = 0; i < 2; ++i) parts[i].push_back(s.split[i]);
+    shas += s.sha256 + "\n";
+    if (s.sha256.empty()) shas.clear();
+  }
+  d.sha256 = shards.size() == 1 ? shards.front().sha256 : shas.empty() ? "" : sha256_hex(shas);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
   agree(comm, [&] {
-    if (!std::filesystem::exists(path)) throw Error(where + "file not found. " + prepare_hint);
-    if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(where + "not an HDF5 file (write one with `gridtrain prepare`)");
-  });
-  agree(comm, [&] {
-    try {
-      H5Id fapl(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
-      H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
-      H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "cannot open the file");
-      const long long vocab = h5_read_attr_int(file, "vocab_size");
-      if (vocab < 1 || vocab > std::numeric_limits<std::int32_t>::max())
-        throw Error(where + "vocab_size = " + std::to_string(vocab) + "; valid: 1 .. " +
-                    std::to_string(std::numeric_limits<std::int32_t>::max()));
-      d.vocab_size = static_cast<int>(vocab);
-      d.tokenizer = h5_read_attr_string(file, "tokenizer");
-      d.sha256 = h5_has_attr(file, "sha256") ? h5_read_attr_string(file, "sha256") : "";
-      d.train = read_split(file, "/train/tokens", vocab);
-      d.val = read_split(file, "/val/tokens", vocab);
-    } catch (const Error& e) {
-      throw Error(std::string(e.what()).starts_with(where) ? e.what() : where + e.what());
-    } catch (const std::runtime_error& e) {
-      throw Error(where + e.what() + "; expected the layout of `gridtrain prepare` (/train/tokens, /val/tokens, "
-                  "attributes vocab_size and tokenizer)");
-    }
-    for (const auto* split : {&d.train, &d.val}) {
-      const char* name = split == &d.train ? "/train/tokens" : "/val/tokens";
-      if (split->size() < min_tokens)
-        throw Error(where + name + " has " + std::to_string(split->size()) + " tokens; at least " +
+    d.train = TokenSplit(parts[0]);
+    d.val = TokenSplit(parts[1]);
+    for (int i = 0; i < 2; ++i) {
+      const TokenSplit& split = i == 0 ? d.train : d.val;
+      if (split.size() < min_tokens)
+        throw Error(where + kSplits[i] + " has " + std::to_string(split.size()) + " tokens; at least " +
                     std::to_string(min_tokens) + " (model.block_size + 1) are needed");
+      // Every token checked once: each rank its share.
+      const auto [begin, end] = share(split.size(), rank, ranks);
+      if (const auto bad = split.first_outside(begin, end, d.vocab_size); !bad.empty())
+        throw Error(where + kSplits[i] + " holds token " + bad + " outside [0, vocab_size = " +
+                    std::to_string(d.vocab_size) + ")");
     }
   });
   return d;

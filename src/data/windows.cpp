@@ -1,69 +1,99 @@
 #include "gridtrain/data/windows.hpp"
 
-#include <optional>
-
-#include <c10/core/Event.h>
-#include <c10/core/StreamGuard.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
+#include <algorithm>
 
 namespace gridtrain {
+namespace {
 
-torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
-  auto batch = torch::empty({rows, T + 1}, torch::TensorOptions(torch::kLong).pinned_memory(device.is_cuda()));
+torch::Tensor host_windows(int rows, int T, bool pinned, const std::function<void(int, std::int64_t*)>& fill) {
+  auto batch = torch::empty({rows, T + 1}, torch::TensorOptions(torch::kLong).pinned_memory(pinned));
   auto* out = batch.data_ptr<std::int64_t>();
   for (int b = 0; b < rows; ++b) fill(b, out + static_cast<std::size_t>(b) * (T + 1));
-  return batch.to(device, /*non_blocking=*/true);
+  return batch;
 }
 
-struct WindowPrefetcher::Loaded {
-  std::uint64_t first;
-  torch::Tensor windows;             // (rows, T+1) on the device
-  std::optional<c10::Event> copied;  // GPU: recorded on the side stream after the copy
-};
+}  // namespace
+
+torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
+  return host_windows(rows, T, device.is_cuda(), fill).to(device, /*non_blocking=*/true);
+}
 
 WindowPrefetcher::WindowPrefetcher(int rows, int T, torch::Device device,
-                                   std::function<void(std::uint64_t, std::int64_t*)> fill)
-    : rows_(rows), T_(T), device_(device), fill_(std::move(fill)) {}
-
-WindowPrefetcher::~WindowPrefetcher() = default;
-
-// The generic c10 stream/event interface, so that this file needs no CUDA headers; on a CPU
-// device it is a plain load.
-std::unique_ptr<WindowPrefetcher::Loaded> WindowPrefetcher::load(std::uint64_t first) const {
-  auto fill = [&](int b, std::int64_t* out) { fill_(first + static_cast<std::uint64_t>(b), out); };
-  auto l = std::make_unique<Loaded>(Loaded{first, {}, std::nullopt});
-  if (!device_.is_cuda()) {
-    l->windows = token_windows(rows_, T_, device_, fill);
-    return l;
-  }
-  const c10::impl::VirtualGuardImpl gpu(device_.type());
-  const c10::Stream side = gpu.getStreamFromGlobalPool(device_);
-  {
-    const c10::StreamGuard on_side(side);
-    l->windows = token_windows(rows_, T_, device_, fill);
-  }
-  l->copied.emplace(device_.type());
-  l->copied->record(side);
-  return l;
+                                   std::function<void(std::uint64_t, std::int64_t*)> fill, int depth)
+    : rows_(rows), T_(T), device_(device), fill_(std::move(fill)), depth_(static_cast<std::size_t>(std::max(0, depth))) {
+  if (depth_ > 0) thread_ = std::thread([this] { loader(); });
 }
 
-torch::Tensor WindowPrefetcher::get(std::uint64_t first) {
-  if (current_ && current_->first == first) return current_->windows;  // the same step again (OOM retry)
-  current_ = next_ && next_->first == first ? std::move(next_) : load(first);
-  next_.reset();
-  if (current_->copied) {
-    const c10::impl::VirtualGuardImpl gpu(device_.type());
-    const c10::Stream compute = gpu.getStream(device_);
-    current_->copied->block(compute);
-    current_->windows.record_stream(compute);  // allocated on the side stream, read on this one
-    current_->copied.reset();
+WindowPrefetcher::~WindowPrefetcher() {
+  if (!thread_.joinable()) return;
+  {
+    const std::lock_guard lock(mutex_);
+    stop_ = true;
   }
-  return current_->windows;
+  changed_.notify_all();
+  thread_.join();
+}
+
+torch::Tensor WindowPrefetcher::load(std::uint64_t first) const {
+  return host_windows(rows_, T_, device_.is_cuda(),
+                      [&](int b, std::int64_t* out) { fill_(first + static_cast<std::uint64_t>(b), out); });
+}
+
+void WindowPrefetcher::loader() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return stop_ || !asked_.empty(); });
+    if (stop_) return;
+    const std::uint64_t first = asked_.front();
+    asked_.pop_front();
+    filling_ = first;
+    lock.unlock();
+    torch::Tensor windows;
+    std::exception_ptr error;
+    try {
+      windows = load(first);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    filling_.reset();
+    if (error) error_ = error;
+    else ready_[first] = std::move(windows);
+    changed_.notify_all();
+  }
 }
 
 void WindowPrefetcher::prefetch(std::uint64_t first) {
-  if ((current_ && current_->first == first) || (next_ && next_->first == first)) return;
-  next_ = load(first);
+  if (depth_ == 0) return;
+  {
+    const std::lock_guard lock(mutex_);
+    const bool known = ready_.count(first) || filling_ == first ||
+                       std::find(asked_.begin(), asked_.end(), first) != asked_.end();
+    if (known || ready_.size() + asked_.size() + (filling_ ? 1 : 0) >= depth_) return;
+    asked_.push_back(first);
+  }
+  changed_.notify_all();
+}
+
+torch::Tensor WindowPrefetcher::get(std::uint64_t first) {
+  if (current_.defined() && current_first_ == first) return current_;  // the same step again (OOM retry)
+  torch::Tensor host;
+  if (depth_ == 0) {
+    host = load(first);
+  } else {
+    std::unique_lock lock(mutex_);
+    if (!ready_.count(first) && filling_ != first && std::find(asked_.begin(), asked_.end(), first) == asked_.end()) {
+      asked_.push_front(first);  // not asked for ahead (the first step): next in line
+      changed_.notify_all();
+    }
+    changed_.wait(lock, [&] { return error_ || ready_.count(first); });
+    if (error_) std::rethrow_exception(error_);
+    host = std::move(ready_[first]);
+    ready_.erase(ready_.begin(), ready_.upper_bound(first));  // this batch and any skipped before it
+  }
+  current_first_ = first;
+  current_ = host.to(device_, /*non_blocking=*/true);  // pinned on a GPU: queued on the compute stream
+  return current_;
 }
 
 }  // namespace gridtrain

@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "gridtrain/data/prepare.hpp"
+#include "gridtrain/data/sampler.hpp"
+#include "gridtrain/util/h5.hpp"
 #include "gridtrain/util/hash.hpp"
 
 namespace gridtrain::test {
@@ -32,6 +34,36 @@ std::string make_corpus(const std::string& dir, std::size_t bytes) {
   std::ofstream(txt, std::ios::binary) << text;
   prepare_text(txt, h5, 0.1);
   return h5;
+}
+
+std::vector<std::int32_t> read_all(const TokenSplit& split) {
+  std::vector<std::int32_t> out(split.size());
+  split.read(0, out.size(), out.data());
+  return out;
+}
+
+std::string shard_corpus(const std::string& path, const std::string& dir, int shards) {
+  const auto d = load_tokens(path, MPI_COMM_SELF, 2, "");
+  const std::vector<std::int32_t> all[2] = {read_all(d.train), read_all(d.val)};
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < shards; ++i) {
+    const auto name = dir + "/shard-" + std::to_string(i) + ".h5";
+    H5Id file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create " + name);
+    for (int split = 0; split < 2; ++split) {
+      const auto [begin, end] = share(all[split].size(), i, shards);
+      const std::vector<std::uint8_t> bytes(all[split].begin() + static_cast<std::ptrdiff_t>(begin),
+                                            all[split].begin() + static_cast<std::ptrdiff_t>(end));
+      const std::string group = split == 0 ? "/train" : "/val";
+      H5Id g(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group");
+      const hsize_t n = bytes.size();
+      H5Id space(H5Screate_simple(1, &n, nullptr), "space");
+      H5Id ds(H5Dcreate2(g, "tokens", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "dataset");
+      H5Dwrite(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+    }
+    h5_write_attr(file, "vocab_size", static_cast<long long>(d.vocab_size));
+    h5_write_attr(file, "tokenizer", d.tokenizer);
+  }
+  return dir;
 }
 
 }  // namespace gridtrain::test

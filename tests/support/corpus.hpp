@@ -1,6 +1,10 @@
 // Test corpora: deterministic synthetic text prepared into a gridtrain token file.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "gridtrain/data/token_data.hpp"
 
 namespace gridtrain::test {
 
@@ -11,5 +15,12 @@ std::string temp_dir(const std::string& name);
 /// dir/corpus.h5 (val fraction 0.1) and returns the .h5 path. Only call on one rank at a time
 /// per dir.
 std::string make_corpus(const std::string& dir, std::size_t bytes);
+
+/// All tokens of a split, in order.
+std::vector<std::int32_t> read_all(const TokenSplit& split);
+
+/// Cuts the corpus file `path` into `shards` files dir/shard-<i>.h5, each a contiguous slice of
+/// both splits (uint8 tokens, the same vocab_size and tokenizer), and returns dir.
+std::string shard_corpus(const std::string& path, const std::string& dir, int shards);
 
 }  // namespace gridtrain::test

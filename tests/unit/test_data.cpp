@@ -36,8 +36,8 @@ TEST_CASE("prepare round trip: bytes in, the same tokens out", "[data]") {
   CHECK(d.vocab_size == 256);
   CHECK(d.tokenizer == "bytes");
   std::string back;
-  for (auto t : d.train) back += static_cast<char>(t);
-  for (auto t : d.val) back += static_cast<char>(t);
+  for (auto t : test::read_all(d.train)) back += static_cast<char>(t);
+  for (auto t : test::read_all(d.val)) back += static_cast<char>(t);
   CHECK(back == text);
   CHECK_FALSE(std::filesystem::exists(dir + "/t.h5.tmp"));
 }
@@ -64,9 +64,7 @@ TEST_CASE("bad data files give clear errors", "[data]") {
 }
 
 TEST_CASE("sampler: the batch of a step depends on (seed, step) only; dp slices differ", "[data]") {
-  std::vector<std::int32_t> tokens(10001);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>(i % 256);
-  Sampler a(tokens, 10, 7), b(tokens, 10, 7), other_seed(tokens, 10, 8);
+  Sampler a(10001, 10, 7), b(10001, 10, 7), other_seed(10001, 10, 8);
   CHECK(a.windows() == 1000);
   // Visit in a different order: same answers (no hidden stream state).
   std::vector<std::uint64_t> forward, backward(3000);
@@ -83,9 +81,55 @@ TEST_CASE("sampler: the batch of a step depends on (seed, step) only; dp slices 
   std::set<std::uint64_t> r0, r1;
   for (int j = 0; j < 4; ++j) r0.insert(a.window_start(8 * 5 + j)), r1.insert(a.window_start(8 * 5 + 4 + j));
   for (auto w : r0) CHECK(r1.count(w) == 0);
-  std::vector<std::int64_t> window(11);
-  a.fill(0, window.data());
-  for (int t = 0; t < 11; ++t) CHECK(window[t] == tokens[a.window_start(0) + t]);
+}
+
+TEST_CASE("a corpus cut into 3 shards reads as the same tokens in one file", "[data]") {
+  const auto dir = test::temp_dir("shards");
+  const auto one = test::make_corpus(dir, 20000);
+  const auto shards = test::shard_corpus(one, dir + "/shards", 3);
+  const auto whole = load_tokens(one, MPI_COMM_SELF, 2, "");
+  for (const auto& path : {shards, shards + "/shard-*.h5"}) {
+    CAPTURE(path);
+    const auto cut = load_tokens(path, MPI_COMM_SELF, 2, "");
+    CHECK(cut.files.size() == 3);
+    CHECK(cut.vocab_size == whole.vocab_size);
+    CHECK(test::read_all(cut.train) == test::read_all(whole.train));
+    CHECK(test::read_all(cut.val) == test::read_all(whole.val));
+    // A window across a shard boundary reads on from the next file.
+    const std::uint64_t boundary = share(whole.train.size(), 0, 3).second;
+    std::vector<std::int64_t> a(11), b(11);
+    copy_window(cut.train, boundary - 5, 10, a.data());
+    copy_window(whole.train, boundary - 5, 10, b.data());
+    CHECK(a == b);
+  }
+  CHECK_THAT(load_error(dir + "/nothing-*.h5"), Catch::Contains("no shard files (*.h5) match"));
+  {  // a shard with another vocabulary
+    H5Id f(H5Fopen((shards + "/shard-2.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "open");
+    H5Adelete(f, "vocab_size");
+    h5_write_attr(f, "vocab_size", 300LL);
+  }
+  CHECK_THAT(load_error(shards), Catch::Contains("shard-2.h5") && Catch::Contains("differ from the first shard's"));
+}
+
+TEST_CASE("a chunked token dataset is refused with what to do", "[data]") {
+  const auto dir = test::temp_dir("chunked");
+  const auto path = dir + "/chunked.h5";
+  {
+    H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create");
+    const hsize_t n = 100, chunk = 10;
+    H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), "dcpl");
+    H5Pset_chunk(dcpl, 1, &chunk);
+    for (const char* group : {"/train", "/val"}) {
+      H5Id g(H5Gcreate2(file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group");
+      H5Id space(H5Screate_simple(1, &n, nullptr), "space");
+      H5Id ds(H5Dcreate2(g, "tokens", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "dataset");
+      const std::vector<std::uint8_t> zeros(n);
+      H5Dwrite(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
+    }
+    h5_write_attr(file, "vocab_size", 256LL);
+    h5_write_attr(file, "tokenizer", std::string("bytes"));
+  }
+  CHECK_THAT(load_error(path), Catch::Contains("/train/tokens is chunked") && Catch::Contains("gridtrain prepare"));
 }
 
 TEST_CASE("share splits n items contiguously and evenly", "[data]") {

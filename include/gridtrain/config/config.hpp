@@ -75,8 +75,9 @@ struct Config {
     Attention attention = Attention::Auto;  ///< auto: sdpa where the LibTorch has it (>= 2.0)
   } model;
   struct Data {
-    std::string path = "data/kjv.h5";
+    std::string path = "data/kjv.h5";  ///< a token file, a directory of shard files, or a glob
     bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
+    int prefetch = 2;           ///< batches the loader thread keeps ready ahead; 0 = load on the step loop's thread
   } data;
   struct Optim {
     OptimizerType type = OptimizerType::AdamW;

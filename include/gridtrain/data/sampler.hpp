@@ -8,36 +8,30 @@
 // samples at the same step, whatever the timing. The state to checkpoint is (seed, g).
 #pragma once
 #include <cstdint>
-#include <span>
+#include <utility>
 #include <vector>
 
 namespace gridtrain {
 
 class Sampler {
  public:
-  /// tokens: the training split (must outlive the sampler); block_size T.
-  /// Needs tokens.size() >= T + 1 (checked when the data are loaded).
-  Sampler(std::span<const std::int32_t> tokens, int block_size, std::uint64_t seed);
+  /// tokens: the training split's length N; block_size T. Needs N >= T + 1 (checked when the
+  /// data are loaded). Holds one epoch's permutation: 4 bytes per window.
+  Sampler(std::uint64_t tokens, int block_size, std::uint64_t seed);
 
   std::uint64_t windows() const { return windows_; }
   /// Epoch of global sample index g.
   std::uint64_t epoch(std::uint64_t g) const { return g / windows_; }
   /// First token of the window read by global sample index g.
   std::uint64_t window_start(std::uint64_t g);
-  /// Copies the T + 1 tokens of sample g into out (size T + 1), widened to int64.
-  void fill(std::uint64_t g, std::int64_t* out);
 
  private:
-  std::span<const std::int32_t> tokens_;
   int block_;
   std::uint64_t seed_;
   std::uint64_t windows_;
   std::uint64_t perm_epoch_ = UINT64_MAX;
   std::vector<std::uint32_t> perm_;
 };
-
-/// Copies tokens[start .. start + T] (T + 1 tokens) into out, widened to int64.
-void copy_window(std::span<const std::int32_t> tokens, std::uint64_t start, int block_size, std::int64_t* out);
 
 /// Validation subset: count windows of T + 1 tokens evenly spaced over the validation split;
 /// returns their start offsets (same on every rank and layout). When count is at least the

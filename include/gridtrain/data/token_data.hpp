@@ -1,7 +1,16 @@
-// Token datasets written by `gridtrain prepare`: loads /train/tokens and /val/tokens from HDF5
-// into memory on every rank (a parallel, collective MPI-IO read) and checks the schema.
+// Token corpora written by `gridtrain prepare`, left on disk and read window by window.
+//
+// A corpus is one HDF5 file or several shard files (data.path: a file, a directory of *.h5, or a
+// glob), each with /train/tokens and /val/tokens (1-D integers, contiguous storage) and the
+// attributes vocab_size and tokenizer. A split is the concatenation of that dataset over the
+// shards in name order, so the global token index spans shards (as Megatron's indexed datasets
+// or llm.c's .bin shards) and a corpus cut into shards reads exactly as the same tokens in one
+// file. Rank 0 reads the metadata with HDF5 and tells the others; from then on every rank reads
+// the tokens it needs with pread(2) at the datasets' file offsets (H5Dget_offset): no HDF5 call,
+// so any thread may read, and memory does not grow with the corpus.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,18 +18,56 @@
 
 namespace gridtrain {
 
+/// One split of a corpus on disk. Copies share the open files.
+class TokenSplit {
+ public:
+  /// Where a shard's part of the split lies in its file.
+  struct Part {
+    std::string file;
+    std::uint64_t offset = 0;  ///< bytes from the start of the file to the first token
+    std::uint64_t tokens = 0;
+    int width = 1;             ///< bytes per stored token: 1, 2, 4 or 8, little-endian
+    bool is_signed = false;
+  };
+  TokenSplit() = default;
+  /// Opens every part's file. Throws gridtrain::Error naming a file that cannot be opened.
+  explicit TokenSplit(std::vector<Part> parts);
+
+  std::uint64_t size() const { return size_; }
+  /// Tokens [start, start + n) (within size()) into out, narrowed to int32 (the loader checked
+  /// every token against the vocabulary). Thread-safe. Throws gridtrain::Error naming the file
+  /// on a failed or short read.
+  void read(std::uint64_t start, std::size_t n, std::int32_t* out) const;
+  /// The first token in [begin, end) outside [0, vocab), as stored (e.g. "4294967303"), or ""
+  /// when all are inside. Reads in chunks of at most 8 MiB.
+  std::string first_outside(std::uint64_t begin, std::uint64_t end, long long vocab) const;
+
+ private:
+  struct Files;
+  std::shared_ptr<const Files> files_;
+  std::uint64_t size_ = 0;
+};
+
+/// Copies split[start .. start + T] (T + 1 tokens) into out, widened to int64.
+void copy_window(const TokenSplit& split, std::uint64_t start, int block_size, std::int64_t* out);
+
 struct TokenData {
-  std::vector<std::int32_t> train;  ///< (N_train,) token ids in [0, vocab_size)
-  std::vector<std::int32_t> val;    ///< (N_val,)
+  TokenSplit train;  ///< (N_train,) token ids in [0, vocab_size)
+  TokenSplit val;    ///< (N_val,)
   int vocab_size = 0;
   std::string tokenizer;
+  std::vector<std::string> files;  ///< the shard files, in order
+  /// The source's SHA-256 (one file: its sha256 attribute; shards: SHA-256 of theirs joined by
+  /// newlines), or "" when a file has none.
   std::string sha256;
 };
 
 /// Collective over comm. Throws gridtrain::Error (the same on every rank) naming the file and
-/// what is wrong: missing, not HDF5, missing datasets/attributes, tokens >= vocab_size, or a
-/// split shorter than min_tokens (one window of block_size + 1 tokens). prepare_hint is appended
-/// to the error when the file does not exist.
+/// what is wrong: no such file or no file matching, not HDF5, missing datasets or attributes,
+/// shards that disagree on vocab_size or tokenizer, a dataset that is chunked or compressed
+/// (rewrite it with `gridtrain prepare`), tokens >= vocab_size (the ranks check the corpus in
+/// parallel, each its share), or a split shorter than min_tokens (one window of block_size + 1
+/// tokens). prepare_hint is appended to the error when nothing exists at path.
 TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_tokens,
                       const std::string& prepare_hint);
 
