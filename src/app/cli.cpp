@@ -24,7 +24,7 @@ constexpr const char* kUsage =
     "  mpirun -np N gridtrain [-i DECK] [--section.key=value ...]   train (no -i: built-in KJV GPT deck)\n"
     "  mpirun -np N gridtrain [-i DECK] --restart CKPT [...]         resume (= --checkpoint.resume=CKPT)\n"
     "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
-    "  gridtrain prepare text --input FILE --output FILE.h5 [--val-fraction F]\n"
+    "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain --help | --version\n";
 
@@ -36,11 +36,12 @@ std::string read_deck(const std::string& path) {
   return ss.str();
 }
 
-int prepare_main(const std::vector<std::string>& args, int rank, Log& log) {
+int prepare_main(const std::vector<std::string>& args, Log& log) {
   po::options_description desc("gridtrain prepare text");
   desc.add_options()("input", po::value<std::string>(), "text file to tokenize (bytes)")(
-      "output", po::value<std::string>(), "HDF5 file to write")(
-      "val-fraction", po::value<double>()->default_value(0.1), "share of the bytes (tail) kept for validation");
+      "output", po::value<std::string>(), "HDF5 file to write, or with --shard-size the directory for the shards")(
+      "val-fraction", po::value<double>()->default_value(0.1), "share of the bytes (tail) kept for validation")(
+      "shard-size", po::value<std::uint64_t>()->default_value(0), "tokens per shard file (0: one file)");
   po::variables_map vm;
   try {
     if (args.empty() || args.front() != "text") throw Error("prepare: expected `prepare text`; known formats: text");
@@ -49,19 +50,18 @@ int prepare_main(const std::vector<std::string>& args, int rank, Log& log) {
     throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
   }
   if (!vm.count("input") || !vm.count("output")) throw Error(std::string("prepare: --input and --output are required\n") + kUsage);
-  PrepareReport r;
-  agree(MPI_COMM_WORLD, [&] {
-    if (rank == 0) r = prepare_text(vm["input"].as<std::string>(), vm["output"].as<std::string>(), vm["val-fraction"].as<double>());
-  });
-  log.print("Wrote " + vm["output"].as<std::string>() + ": " + std::to_string(r.train_tokens) + " train + " +
-            std::to_string(r.val_tokens) + " val tokens (bytes, vocab 256) from " + std::to_string(r.source_bytes) +
-            " bytes, sha256 " + r.sha256 + "\n");
+  const PrepareOptions o{vm["input"].as<std::string>(), vm["output"].as<std::string>(), vm["val-fraction"].as<double>(),
+                         vm["shard-size"].as<std::uint64_t>()};
+  const PrepareReport r = prepare_text(o, MPI_COMM_WORLD);
+  log.print("Wrote " + o.output + (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " +
+            std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) +
+            " val tokens (bytes, vocab 256) from " + std::to_string(r.source_bytes) + " bytes, sha256 " + r.sha256 + "\n");
   return 0;
 }
 
 int run(int argc, char** argv, int rank, Log& log) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, rank, log);
+  if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "inspect") {
     if (args.size() != 2) throw Error(std::string("inspect: expected one checkpoint file\n") + kUsage);
     int code = 0;

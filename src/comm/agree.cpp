@@ -62,11 +62,11 @@ void agree(MPI_Comm comm, const std::function<void()>& fn) {
   if (auto f = agree_on(comm, fn)) throw Error(f->message);
 }
 
-std::string broadcast_text(std::string text, MPI_Comm comm) {
+std::string broadcast_text(std::string text, MPI_Comm comm, int root) {
   int n = static_cast<int>(text.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  MPI_Bcast(&n, 1, MPI_INT, root, comm);
   text.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(text.data(), n, MPI_CHAR, 0, comm);
+  MPI_Bcast(text.data(), n, MPI_CHAR, root, comm);
   return text;
 }
 

@@ -179,6 +179,7 @@ TokenSplit::Part describe_split(hid_t file, const std::string& path, const std::
 
 struct Shard {
   long long vocab = 0;
+  long long shards = 0;  // how many shards the corpus was written as (0: not recorded)
   std::string tokenizer, sha256;
   TokenSplit::Part split[2];
 };
@@ -193,6 +194,7 @@ Shard describe_shard(const std::string& path) {
                 std::to_string(std::numeric_limits<std::int32_t>::max()));
   s.tokenizer = h5_read_attr_string(file, "tokenizer");
   s.sha256 = h5_has_attr(file, "sha256") ? h5_read_attr_string(file, "sha256") : "";
+  s.shards = h5_has_attr(file, "shards") ? h5_read_attr_int(file, "shards") : 0;
   for (int i = 0; i < 2; ++i) s.split[i] = describe_split(file, path, kSplits[i]);
   return s;
 }
@@ -260,6 +262,10 @@ std::vector<Shard> describe_corpus(const std::string& path, MPI_Comm comm, const
                     shards.back().tokenizer + "' differ from the first shard's (" +
                     std::to_string(shards.front().vocab) + ", '" + shards.front().tokenizer + "')");
     }
+    const long long written = shards.front().shards;
+    if (files.size() > 1 && written > 0 && static_cast<long long>(files.size()) != written)
+      throw Error(where + std::to_string(files.size()) + " shard files, but `gridtrain prepare` wrote the corpus as " +
+                  std::to_string(written) + " (attribute shards): a shard is missing or extra");
     text = to_text(shards);
   });
   return from_text(broadcast_text(text, comm));

@@ -1,10 +1,14 @@
 // Per-rank reads (data/token_data.hpp, data/windows.hpp) in whole training runs: the loader
 // thread gives the same batches as loading on the step loop's thread, and a corpus cut into
-// shards trains as the same tokens in one file. Run under mpiexec -n 2.
+// shards trains as the same tokens in one file, and `prepare` on several ranks writes shards
+// that read as its one-file output. Run under mpiexec -n 2.
 #include <catch2/catch.hpp>
+
+#include <filesystem>
 
 #include "../support/corpus.hpp"
 #include "../support/training.hpp"
+#include "gridtrain/data/prepare.hpp"
 
 using namespace gridtrain;
 using namespace gridtrain::test;
@@ -42,4 +46,17 @@ TEST_CASE("a corpus in 3 shards trains bit for bit as the same tokens in one fil
   CHECK(got.losses == want.losses);
   REQUIRE(got.final_val_loss);
   CHECK(*got.final_val_loss == *want.final_val_loss);
+}
+
+TEST_CASE("prepare on 2 ranks writes 5 shards that read as the one-file corpus", "[np2]") {
+  const auto dir = shared_dir("prepare-mpi");
+  const std::string text = dir + "/corpus.txt";  // written by shared_dir with corpus.h5 from it
+  const auto r = prepare_text({text, dir + "/shards", 0.1, std::filesystem::file_size(text) / 5 + 1}, MPI_COMM_WORLD);
+  CHECK(r.shards == 5);
+  const auto one = load_tokens(dir + "/corpus.h5", MPI_COMM_WORLD, 2, "");
+  const auto cut = load_tokens(dir + "/shards", MPI_COMM_WORLD, 2, "");
+  CHECK(cut.files.size() == 5);
+  CHECK(read_all(cut.train) == read_all(one.train));
+  CHECK(read_all(cut.val) == read_all(one.val));
+  CHECK(cut.sha256 == r.sha256);
 }

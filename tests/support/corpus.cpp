@@ -32,7 +32,7 @@ std::string make_corpus(const std::string& dir, std::size_t bytes) {
   text.resize(bytes);
   const std::string txt = dir + "/corpus.txt", h5 = dir + "/corpus.h5";
   std::ofstream(txt, std::ios::binary) << text;
-  prepare_text(txt, h5, 0.1);
+  prepare_text({txt, h5, 0.1}, MPI_COMM_SELF);
   return h5;
 }
 

@@ -28,7 +28,7 @@ TEST_CASE("prepare round trip: bytes in, the same tokens out", "[data]") {
   const auto dir = test::temp_dir("prepare");
   const std::string text = "In the beginning God created the heaven and the earth.\n";
   std::ofstream(dir + "/t.txt", std::ios::binary) << text;
-  const auto r = prepare_text(dir + "/t.txt", dir + "/t.h5", 0.25);
+  const auto r = prepare_text({dir + "/t.txt", dir + "/t.h5", 0.25}, MPI_COMM_SELF);
   CHECK(r.source_bytes == text.size());
   CHECK(r.train_tokens + r.val_tokens == text.size());
   CHECK(r.sha256 == sha256_hex(text));
@@ -109,6 +109,24 @@ TEST_CASE("a corpus cut into 3 shards reads as the same tokens in one file", "[d
     h5_write_attr(f, "vocab_size", 300LL);
   }
   CHECK_THAT(load_error(shards), Catch::Contains("shard-2.h5") && Catch::Contains("differ from the first shard's"));
+}
+
+TEST_CASE("prepare --shard-size writes shards that read as the one-file corpus", "[data]") {
+  const auto dir = test::temp_dir("prepare-shards");
+  test::make_corpus(dir, 10000);  // dir/corpus.txt and its one-file preparation
+  const auto one = load_tokens(dir + "/corpus.h5", MPI_COMM_SELF, 2, "");
+  const auto r = prepare_text({dir + "/corpus.txt", dir + "/shards", 0.1, 3000}, MPI_COMM_SELF);
+  CHECK(r.shards == 4);
+  const auto cut = load_tokens(dir + "/shards", MPI_COMM_SELF, 2, "");
+  REQUIRE(cut.files.size() == 4);
+  CHECK(cut.files[3] == dir + "/shards/" + shard_name(3));
+  CHECK(test::read_all(cut.train) == test::read_all(one.train));
+  CHECK(test::read_all(cut.val) == test::read_all(one.val));
+  CHECK(one.sha256 == sha256_hex(std::string(std::istreambuf_iterator<char>(std::ifstream(dir + "/corpus.txt").rdbuf()), {})));
+  CHECK(cut.sha256 == r.sha256);
+  CHECK(cut.sha256 != one.sha256);  // the corpus id of shards: the digest of theirs
+  std::filesystem::remove(dir + "/shards/" + shard_name(2));
+  CHECK_THAT(load_error(dir + "/shards"), Catch::Contains("3 shard files, but `gridtrain prepare` wrote the corpus as 4"));
 }
 
 TEST_CASE("a chunked token dataset is refused with what to do", "[data]") {

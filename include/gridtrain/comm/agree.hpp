@@ -28,7 +28,7 @@ std::optional<Failure> agree_on(MPI_Comm comm, const std::function<void()>& fn, 
 /// lowest failing rank).
 void agree(MPI_Comm comm, const std::function<void()>& fn);
 
-/// Rank 0's text on every rank of comm (what rank 0 decided). Collective over comm.
-std::string broadcast_text(std::string text, MPI_Comm comm);
+/// Rank root's text on every rank of comm (what rank root decided). Collective over comm.
+std::string broadcast_text(std::string text, MPI_Comm comm, int root = 0);
 
 }  // namespace gridtrain
