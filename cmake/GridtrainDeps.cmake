@@ -34,6 +34,10 @@ endif()
 find_package(Boost 1.71 REQUIRED COMPONENTS program_options)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of prepared corpora
 find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+# SentencePiece (Google's C++ library; Debian libsentencepiece-dev): prepare --tokenizer
+# sentencepiece, its training, and decoding in `gridtrain generate`.
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 # The GPU path (cuda preset): nvcc for the compression kernels, NCCL for the device backend,
 # from the CUDA toolkit (/usr/local/cuda); LibTorch must be a CUDA build of the same major

@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 
 #include "gridtrain/app/app.hpp"
+#include "gridtrain/app/generate.hpp"
 #include "gridtrain/checkpoint/inspect.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/prepare.hpp"
@@ -25,7 +26,10 @@ constexpr const char* kUsage =
     "  mpirun -np N gridtrain [-i DECK] --restart CKPT [...]         resume (= --checkpoint.resume=CKPT)\n"
     "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
     "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
+    "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N]\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
+    "  gridtrain generate CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                     [--device cpu|cuda]                         sample text from a checkpoint (one rank)\n"
     "  gridtrain --help | --version\n";
 
 std::string read_deck(const std::string& path) {
@@ -37,31 +41,69 @@ std::string read_deck(const std::string& path) {
 }
 
 int prepare_main(const std::vector<std::string>& args, Log& log) {
+  PrepareOptions o;
   po::options_description desc("gridtrain prepare text");
-  desc.add_options()("input", po::value<std::string>(), "text file to tokenize (bytes)")(
-      "output", po::value<std::string>(), "HDF5 file to write, or with --shard-size the directory for the shards")(
-      "val-fraction", po::value<double>()->default_value(0.1), "share of the bytes (tail) kept for validation")(
-      "shard-size", po::value<std::uint64_t>()->default_value(0), "tokens per shard file (0: one file)");
+  desc.add_options()("input", po::value(&o.input)->required(), "text file to tokenize")(
+      "output", po::value(&o.output)->required(), "HDF5 file to write, or with --shard-size the directory for the shards")(
+      "val-fraction", po::value(&o.val_fraction)->default_value(o.val_fraction), "share of the tokens (tail) kept for validation")(
+      "shard-size", po::value(&o.shard_size)->default_value(0), "tokens per shard file (0: one file)")(
+      "tokenizer", po::value(&o.tokenizer)->default_value(o.tokenizer), "bytes | sentencepiece")(
+      "sp-model", po::value(&o.sp_model), "sentencepiece: the tokenizer model file (.model)")(
+      "train-tokenizer", "sentencepiece: train a model on the input first")(
+      "vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "pieces of the model --train-tokenizer trains");
   po::variables_map vm;
   try {
     if (args.empty() || args.front() != "text") throw Error("prepare: expected `prepare text`; known formats: text");
     po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(desc).run(), vm);
+    po::notify(vm);
   } catch (const po::error& e) {
     throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
   }
-  if (!vm.count("input") || !vm.count("output")) throw Error(std::string("prepare: --input and --output are required\n") + kUsage);
-  const PrepareOptions o{vm["input"].as<std::string>(), vm["output"].as<std::string>(), vm["val-fraction"].as<double>(),
-                         vm["shard-size"].as<std::uint64_t>()};
+  if (vm.count("train-tokenizer")) {
+    if (vm.count("sp-model")) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
+    o.tokenizer = "sentencepiece";
+  } else if (o.tokenizer == "sentencepiece" && o.sp_model.empty()) {
+    throw Error("prepare: --tokenizer sentencepiece needs --sp-model M.model, or --train-tokenizer [--vocab-size N]");
+  }
   const PrepareReport r = prepare_text(o, MPI_COMM_WORLD);
   log.print("Wrote " + o.output + (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " +
-            std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) +
-            " val tokens (bytes, vocab 256) from " + std::to_string(r.source_bytes) + " bytes, sha256 " + r.sha256 + "\n");
+            std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens (" +
+            r.tokenizer + ", vocab " + std::to_string(r.vocab_size) + ") from " + std::to_string(r.source_bytes) +
+            " bytes, sha256 " + r.sha256 + "\n");
+  return 0;
+}
+
+int generate_main(const std::vector<std::string>& args, Log& log) {
+  GenerateOptions o;
+  po::options_description desc("gridtrain generate");
+  desc.add_options()("checkpoint", po::value(&o.checkpoint)->required(), "checkpoint file")(
+      "prompt", po::value(&o.prompt)->default_value(o.prompt), "text to continue")(
+      "max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens), "tokens to generate")(
+      "temperature", po::value(&o.temperature)->default_value(o.temperature), "logits divisor; 0 = greedy")(
+      "top-k", po::value(&o.top_k)->default_value(o.top_k), "sample among the k most likely; 0 = all")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "sampling seed")(
+      "device", po::value(&o.device)->default_value(o.device), "cpu or cuda[:N]");
+  po::positional_options_description positional;
+  positional.add("checkpoint", 1);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(std::string("generate: ") + e.what() + "\n" + kUsage);
+  }
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks > 1) throw Error("generate runs on one rank; start it without mpirun (or with -np 1)");
+  const std::string text = generate_text(o);
+  log.print(o.prompt + text + "\n");
   return 0;
 }
 
 int run(int argc, char** argv, int rank, Log& log) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, log);
+  if (!args.empty() && args.front() == "generate") return generate_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "inspect") {
     if (args.size() != 2) throw Error(std::string("inspect: expected one checkpoint file\n") + kUsage);
     int code = 0;

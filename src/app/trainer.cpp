@@ -38,7 +38,8 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
                                        plan_.accumulation, log_);
   describe_setup();
   checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_,
-                                                 CorpusId{data_.sha256, data_.train.size(), data_.val.size()});
+                                                 CorpusId{data_.sha256, data_.train.size(), data_.val.size(), data_.tokenizer,
+                                                          data_.tokenizer_model});
   if (auto path = checkpointer_->resume_path()) {
     const WholeParameters whole(*reducer_, /*adopt=*/true);  // ZeRO stage 3: loaded whole, then sharded
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);

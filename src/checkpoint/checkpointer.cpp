@@ -245,6 +245,15 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     const auto host = values.to(torch::kCPU).contiguous();
     add_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()));
   }
+  if (!corpus_.tokenizer_model.empty()) {  // `gridtrain generate` decodes with it; written by rank 0
+    Snapshot::Tensor& rec = slot();
+    rec.name = "/tokenizer/model";
+    rec.type = DType::U8;
+    rec.shape = {corpus_.tokenizer_model.size()};
+    rec.slab = grid_.rank() == 0 ? Slab::all(rec.shape) : Slab::none();
+    rec.bytes.assign(corpus_.tokenizer_model.begin(), grid_.rank() == 0 ? corpus_.tokenizer_model.end()
+                                                                         : corpus_.tokenizer_model.begin());
+  }
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
   snap->tensors.resize(count);
@@ -354,6 +363,7 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
     h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
     h5_write_attr(data, "corpus_sha256", corpus_.sha256);
+    h5_write_attr(data, "tokenizer", corpus_.tokenizer);
     h5_write_attr(data, "train_tokens", static_cast<long long>(corpus_.train_tokens));
     h5_write_attr(data, "val_tokens", static_cast<long long>(corpus_.val_tokens));
     H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
@@ -419,7 +429,9 @@ std::string Checkpointer::check_corpus(hid_t data) const {
   if (!h5_has_attr(data, "train_tokens")) return "";  // checkpoints before the corpus was recorded have none
   const CorpusId was{h5_read_attr_string(data, "corpus_sha256"),
                      static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
-                     static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens"))};
+                     static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens")),
+                     h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : corpus_.tokenizer,
+                     std::string()};  // the tokenizer's model: covered by the sha256 of the tokens
   std::string changed;
   if (was.train_tokens != corpus_.train_tokens || was.val_tokens != corpus_.val_tokens)
     changed = std::to_string(was.train_tokens) + " train / " + std::to_string(was.val_tokens) + " val tokens then, " +
@@ -428,6 +440,9 @@ std::string Checkpointer::check_corpus(hid_t data) const {
     changed += (changed.empty() ? "" : "; ") + std::string("source sha256 ") +
                (was.sha256.empty() ? "unknown" : was.sha256.substr(0, 16)) + " then, " +
                (corpus_.sha256.empty() ? "unknown" : corpus_.sha256.substr(0, 16)) + " now";
+  if (was.tokenizer != corpus_.tokenizer)
+    changed += (changed.empty() ? "" : "; ") + std::string("tokenizer ") + was.tokenizer + " then, " +
+               corpus_.tokenizer + " now";
   if (changed.empty()) return "";
   if (!cfg_.data.allow_change)
     throw Error("was written for another corpus than data.path = " + cfg_.data.path + " (" + changed +

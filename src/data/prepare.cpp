@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -14,23 +16,15 @@
 
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/sampler.hpp"
+#include "gridtrain/data/token_data.hpp"
+#include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {
 namespace {
 
-constexpr std::uint64_t kBuffer = 64ULL << 20;  // bytes read and written at a time
-
-std::string hex(const unsigned char* digest, unsigned len) {
-  std::string out;
-  char byte[3];
-  for (unsigned i = 0; i < len; ++i) {
-    std::snprintf(byte, sizeof byte, "%02x", digest[i]);
-    out += byte;
-  }
-  return out;
-}
+constexpr std::uint64_t kBuffer = 16ULL << 20;  // tokens (or input bytes) handled at a time
 
 // An incremental SHA-256.
 class Digest {
@@ -41,56 +35,84 @@ class Digest {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     EVP_DigestFinal_ex(ctx_.get(), d, &len);
-    return hex(d, len);
+    std::string out;
+    char byte[3];
+    for (unsigned i = 0; i < len; ++i) {
+      std::snprintf(byte, sizeof byte, "%02x", d[i]);
+      out += byte;
+    }
+    return out;
   }
 
  private:
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
 
-// Copies input bytes [from, from + n) into a new contiguous uint8 dataset group/tokens,
-// kBuffer at a time, and adds them to the digest.
-void write_split(hid_t file, int in, const std::string& group, std::uint64_t from, std::uint64_t n, Digest& digest) {
-  H5Id g(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cannot create group " + group);
+// The narrowest little-endian type that holds every id of a vocabulary.
+struct StoredType {
+  int width;
+  hid_t h5;
+};
+StoredType stored_type(int vocab) {
+  if (vocab <= 256) return {1, H5T_STD_U8LE};
+  if (vocab <= 65536) return {2, H5T_STD_U16LE};
+  return {4, H5T_STD_I32LE};
+}
+
+// Writes tokens [from, from + n) of src as a new contiguous dataset `name`, kBuffer at a time,
+// and adds the bytes as stored to the digest.
+void write_tokens(hid_t file, const std::string& name, const TokenSplit& src, std::uint64_t from, std::uint64_t n,
+                  StoredType type, Digest& digest) {
   const hsize_t size = n;
   H5Id space(H5Screate_simple(1, &size, nullptr), "H5Screate_simple");
-  H5Id ds(H5Dcreate2(g, "tokens", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-          "cannot create dataset " + group + "/tokens");
-  std::vector<unsigned char> buf(std::min(n, kBuffer));
+  H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
+  H5Pset_create_intermediate_group(lcpl, 1);
+  H5Id ds(H5Dcreate2(file, name.c_str(), type.h5, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "cannot create dataset " + name);
+  std::vector<std::int32_t> ids(std::min(n, kBuffer));
+  std::vector<unsigned char> bytes;
   for (std::uint64_t at = 0; at < n;) {
-    const hsize_t count = std::min<std::uint64_t>(buf.size(), n - at), offset = at;
-    const ssize_t got = ::pread(in, buf.data(), count, static_cast<off_t>(from + at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) throw std::runtime_error(std::string("reading the input failed: ") + (got < 0 ? std::strerror(errno) : "it shrank"));
-    const hsize_t len = static_cast<hsize_t>(got);
-    digest.add(buf.data(), len);
-    H5Id mem(H5Screate_simple(1, &len, nullptr), "H5Screate_simple");
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, &offset, nullptr, &len, nullptr);
-    if (H5Dwrite(ds, H5T_NATIVE_UCHAR, mem, space, H5P_DEFAULT, buf.data()) < 0)
-      throw std::runtime_error("cannot write " + group + "/tokens");
-    at += len;
+    const hsize_t count = std::min<std::uint64_t>(ids.size(), n - at), offset = at;
+    src.read(from + at, count, ids.data());
+    bytes.resize(count * static_cast<std::size_t>(type.width));
+    for (std::size_t i = 0; i < count; ++i)  // little-endian, as the dataset stores them
+      for (int b = 0; b < type.width; ++b)
+        bytes[i * static_cast<std::size_t>(type.width) + static_cast<std::size_t>(b)] =
+            static_cast<unsigned char>(static_cast<std::uint32_t>(ids[i]) >> (8 * b));
+    digest.add(bytes.data(), bytes.size());
+    H5Id mem(H5Screate_simple(1, &count, nullptr), "H5Screate_simple");
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &offset, nullptr, &count, nullptr);
+    if (H5Dwrite(ds, type.h5, mem, space, H5P_DEFAULT, bytes.data()) < 0) throw std::runtime_error("cannot write " + name);
+    at += count;
   }
 }
 
-struct ShardPlan {
-  std::uint64_t train_from, train_n, val_from, val_n;  // input byte ranges
+// What every shard shares.
+struct Corpus {
+  TokenSplit tokens;  // the whole token stream, train then val
+  std::uint64_t train = 0, val = 0;
+  std::uint64_t source_bytes = 0;
+  std::string tokenizer, model;  // name, serialized model ("" for bytes)
+  int vocab = 0;
 };
 
-// Writes one shard file (via .tmp + rename); returns the digest of its source bytes.
-std::string write_shard(const PrepareOptions& o, int in, const std::string& path, const ShardPlan& p,
-                        std::uint64_t source_bytes, int k, int shards) {
+// Writes one shard file (via .tmp + rename); returns the digest of its tokens as stored.
+std::string write_shard(const PrepareOptions& o, const Corpus& c, const std::string& path, int k, int shards) {
   const std::string tmp = path + ".tmp";
+  const auto [t0, t1] = share(c.train, k, shards);
+  const auto [v0, v1] = share(c.val, k, shards);
+  const StoredType type = stored_type(c.vocab);
   Digest digest;
   try {
     H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "cannot create '" + tmp + "'");
-    write_split(file, in, "/train", p.train_from, p.train_n, digest);
-    write_split(file, in, "/val", p.val_from, p.val_n, digest);
+    write_tokens(file, "/train/tokens", c.tokens, t0, t1 - t0, type, digest);
+    write_tokens(file, "/val/tokens", c.tokens, c.train + v0, v1 - v0, type, digest);
+    if (!c.model.empty()) h5_write_bytes(file, "/tokenizer/model", c.model);
     const std::string sha = digest.hex_digest();
     h5_write_attr(file, "format", std::string("gridtrain-tokens"));
-    h5_write_attr(file, "tokenizer", std::string("bytes"));
-    h5_write_attr(file, "vocab_size", 256LL);
+    h5_write_attr(file, "tokenizer", c.tokenizer);
+    h5_write_attr(file, "vocab_size", static_cast<long long>(c.vocab));
     h5_write_attr(file, "source", std::filesystem::path(o.input).filename().string());
-    h5_write_attr(file, "source_bytes", static_cast<long long>(source_bytes));
+    h5_write_attr(file, "source_bytes", static_cast<long long>(c.source_bytes));
     h5_write_attr(file, "sha256", sha);
     h5_write_attr(file, "shard", static_cast<long long>(k));
     h5_write_attr(file, "shards", static_cast<long long>(shards));
@@ -101,6 +123,49 @@ std::string write_shard(const PrepareOptions& o, int in, const std::string& path
     std::filesystem::remove(tmp);
     throw Error("prepare: writing '" + path + "' failed: " + e.what());
   }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("prepare: cannot read '" + path + "'");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The first byte of the line that holds byte `at` of fd's `size` bytes, searching forward: at
+// itself when it starts a line, else the byte after the next newline (size if none).
+std::uint64_t line_start(int fd, std::uint64_t at, std::uint64_t size) {
+  if (at == 0 || at >= size) return std::min(at, size);
+  char c = 0;
+  for (std::uint64_t i = at - 1; i < size; ++i)
+    if (::pread(fd, &c, 1, static_cast<off_t>(i)) == 1 && c == '\n') return i + 1;
+  return size;
+}
+
+// SentencePiece: this rank encodes its lines of the input into `tmp` (int32 ids, raw); returns
+// how many.
+std::uint64_t encode_share(const Tokenizer& tok, const std::string& input, std::uint64_t size, const std::string& tmp,
+                           int rank, int ranks) {
+  const int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("prepare: cannot read input file '" + input + "': " + std::strerror(errno));
+  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) { ::close(*f), delete f; });
+  const auto [lo, hi] = share(size, rank, ranks);
+  const std::uint64_t begin = line_start(fd, lo, size), end = line_start(fd, hi, size);
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  std::uint64_t count = 0;
+  std::string text;
+  for (std::uint64_t at = begin; at < end;) {
+    text.resize(std::min(kBuffer, end - at));
+    if (::pread(fd, text.data(), text.size(), static_cast<off_t>(at)) != static_cast<ssize_t>(text.size()))
+      throw Error("prepare: reading '" + input + "' failed");
+    const auto cut = at + text.size() < end ? text.rfind('\n') : std::string::npos;  // whole lines only
+    if (cut != std::string::npos) text.resize(cut + 1);
+    const auto ids = tok.encode(text);
+    out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
+    count += ids.size();
+    at += text.size();
+  }
+  if (!out.flush()) throw Error("prepare: cannot write '" + tmp + "'");
+  return count;
 }
 
 }  // namespace
@@ -121,35 +186,64 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
-  PrepareReport r;
+  Corpus c;
   agree(comm, [&] {
     if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
       throw Error("prepare: --val-fraction " + std::to_string(o.val_fraction) + " is invalid; valid: 0 < F < 1");
+    if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece")
+      throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece");
     std::error_code ec;
-    const auto size = std::filesystem::file_size(o.input, ec);
+    c.source_bytes = std::filesystem::file_size(o.input, ec);
     if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
-    if (size < 2) throw Error("prepare: input file '" + o.input + "' is empty or has fewer than 2 bytes");
-    r.source_bytes = size;
-  });
-  r.val_tokens = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.val_fraction * static_cast<double>(r.source_bytes)));
-  r.train_tokens = r.source_bytes - r.val_tokens;
-  r.shards = o.shard_size == 0 ? 1 : static_cast<int>((r.source_bytes + o.shard_size - 1) / o.shard_size);
-  std::vector<std::string> digests(static_cast<std::size_t>(r.shards));
-  agree(comm, [&] {
-    const int in = ::open(o.input.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) throw Error("prepare: cannot read input file '" + o.input + "': " + std::strerror(errno));
-    const std::unique_ptr<int, void (*)(int*)> closer(new int(in), [](int* fd) { ::close(*fd), delete fd; });
     if (o.shard_size > 0) std::filesystem::create_directories(o.output);
     else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
       std::filesystem::create_directories(parent);
+    // The model: read, or trained on the input (rank 0; the others get it below).
+    if (o.tokenizer == "sentencepiece" && rank == 0)
+      c.model = o.sp_model.empty() ? train_sentencepiece(o.input, o.vocab_size) : read_file(o.sp_model);
+  });
+  c.model = broadcast_text(c.model, comm);
+  std::vector<std::string> tmp;  // sentencepiece: every rank's encoded share, removed on the way out
+  for (int r = 0; r < ranks; ++r) tmp.push_back(o.output + ".tokens." + std::to_string(r));
+  const std::unique_ptr<const std::string, void (*)(const std::string*)> remove_mine(
+      &tmp[static_cast<std::size_t>(rank)], [](const std::string* f) { std::filesystem::remove(*f); });
+  std::uint64_t encoded = 0;
+  agree(comm, [&] {
+    const auto tok = make_tokenizer(o.tokenizer, c.model);
+    c.tokenizer = tok->name();
+    c.vocab = tok->vocab_size();
+    if (o.tokenizer == "bytes")
+      c.tokens = TokenSplit({{o.input, 0, c.source_bytes, 1, false}});
+    else
+      encoded = encode_share(*tok, o.input, c.source_bytes, tmp[static_cast<std::size_t>(rank)], rank, ranks);
+  });
+  if (o.tokenizer != "bytes") {  // the shares' lengths, then one stream over all of them
+    std::vector<unsigned long long> counts(static_cast<std::size_t>(ranks));
+    unsigned long long mine = encoded;
+    MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, counts.data(), 1, MPI_UNSIGNED_LONG_LONG, comm);
+    std::vector<TokenSplit::Part> parts;
+    for (int r = 0; r < ranks; ++r) parts.push_back({tmp[static_cast<std::size_t>(r)], 0, counts[static_cast<std::size_t>(r)], 4, true});
+    agree(comm, [&] { c.tokens = TokenSplit(parts); });
+  }
+  const std::uint64_t n = c.tokens.size();
+  PrepareReport r;
+  r.tokenizer = c.tokenizer;
+  r.vocab_size = c.vocab;
+  r.source_bytes = c.source_bytes;
+  r.val_tokens = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.val_fraction * static_cast<double>(n)));
+  r.train_tokens = n - std::min(n, r.val_tokens);
+  c.train = r.train_tokens;
+  c.val = r.val_tokens;
+  r.shards = o.shard_size == 0 ? 1 : static_cast<int>(std::max<std::uint64_t>(1, (n + o.shard_size - 1) / o.shard_size));
+  std::vector<std::string> digests(static_cast<std::size_t>(r.shards));
+  agree(comm, [&] {
+    if (n < 2) throw Error("prepare: input file '" + o.input + "' has fewer than 2 tokens");
     for (int k = rank; k < r.shards; k += ranks) {
-      const auto [t0, t1] = share(r.train_tokens, k, r.shards);
-      const auto [v0, v1] = share(r.val_tokens, k, r.shards);
       const std::string path = o.shard_size > 0 ? (std::filesystem::path(o.output) / shard_name(k)).string() : o.output;
-      digests[static_cast<std::size_t>(k)] =
-          write_shard(o, in, path, {t0, t1 - t0, r.train_tokens + v0, v1 - v0}, r.source_bytes, k, r.shards);
+      digests[static_cast<std::size_t>(k)] = write_shard(o, c, path, k, r.shards);
     }
   });
+  MPI_Barrier(comm);  // every rank done reading the encoded shares before they are removed
   std::string joined;  // every shard's digest, in order, on every rank
   for (int k = 0; k < r.shards; ++k)
     joined += broadcast_text(digests[static_cast<std::size_t>(k)], comm, k % ranks) + "\n";

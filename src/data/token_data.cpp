@@ -234,7 +234,7 @@ std::vector<Shard> from_text(const std::string& text) {
 
 // Rank 0 reads every shard's metadata; the others learn it. Errors name the shard.
 std::vector<Shard> describe_corpus(const std::string& path, MPI_Comm comm, const std::string& where,
-                                   const std::string& prepare_hint) {
+                                   const std::string& prepare_hint, std::string& tokenizer_model) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::string text;
@@ -267,7 +267,11 @@ std::vector<Shard> describe_corpus(const std::string& path, MPI_Comm comm, const
       throw Error(where + std::to_string(files.size()) + " shard files, but `gridtrain prepare` wrote the corpus as " +
                   std::to_string(written) + " (attribute shards): a shard is missing or extra");
     text = to_text(shards);
+    H5Id first(H5Fopen(files.front().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "cannot open " + files.front());
+    if (H5Lexists(first, "/tokenizer", H5P_DEFAULT) > 0 && H5Lexists(first, "/tokenizer/model", H5P_DEFAULT) > 0)
+      tokenizer_model = h5_read_bytes(first, "/tokenizer/model");
   });
+  tokenizer_model = broadcast_text(tokenizer_model, comm);
   return from_text(broadcast_text(text, comm));
 }
 
@@ -277,8 +281,8 @@ TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_to
                       const std::string& prepare_hint) {
   const std::string where = "data.path = '" + path + "': ";
   h5_silence_errors();
-  const auto shards = describe_corpus(path, comm, where, prepare_hint);
   TokenData d;
+  const auto shards = describe_corpus(path, comm, where, prepare_hint, d.tokenizer_model);
   d.vocab_size = static_cast<int>(shards.front().vocab);
   d.tokenizer = shards.front().tokenizer;
   std::vector<TokenSplit::Part> parts[2];

@@ -201,6 +201,11 @@ torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tenso
   return per_token_loss(hidden, targets).sum();
 }
 
+torch::Tensor Gpt::logits(const torch::Tensor& idx) {
+  if (plan_.tp() || !first_stage() || !last_stage()) throw std::logic_error("Gpt::logits needs the whole model on one rank");
+  return torch::nn::functional::linear(ln_f_->forward(stage_forward(idx)), wte_->weight).to(torch::kFloat);
+}
+
 torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
   return per_token_loss(stage_forward(idx), targets).mean();
 }

@@ -115,4 +115,25 @@ std::vector<double> h5_read_attr_doubles(hid_t obj, const std::string& name) {
   return v;
 }
 
+void h5_write_bytes(hid_t file, const std::string& name, const std::string& bytes) {
+  const hsize_t n = bytes.size();
+  H5Id space(H5Screate_simple(1, &n, nullptr), "H5Screate_simple");
+  H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
+  H5Pset_create_intermediate_group(lcpl, 1);
+  H5Id ds(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "cannot create " + name);
+  if (n > 0 && H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0)
+    throw std::runtime_error("cannot write " + name);
+}
+
+std::string h5_read_bytes(hid_t file, const std::string& name) {
+  H5Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "cannot open " + name);
+  H5Id space(H5Dget_space(ds), "H5Dget_space");
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  std::string bytes(n, '\0');
+  if (n > 0 && H5Dread(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0)
+    throw std::runtime_error("cannot read " + name);
+  return bytes;
+}
+
 }  // namespace gridtrain

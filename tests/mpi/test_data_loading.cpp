@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include "../support/corpus.hpp"
 #include "../support/training.hpp"
@@ -51,7 +52,7 @@ TEST_CASE("a corpus in 3 shards trains bit for bit as the same tokens in one fil
 TEST_CASE("prepare on 2 ranks writes 5 shards that read as the one-file corpus", "[np2]") {
   const auto dir = shared_dir("prepare-mpi");
   const std::string text = dir + "/corpus.txt";  // written by shared_dir with corpus.h5 from it
-  const auto r = prepare_text({text, dir + "/shards", 0.1, std::filesystem::file_size(text) / 5 + 1}, MPI_COMM_WORLD);
+  const auto r = prepare_text(sharded({text, dir + "/shards"}, std::filesystem::file_size(text) / 5 + 1), MPI_COMM_WORLD);
   CHECK(r.shards == 5);
   const auto one = load_tokens(dir + "/corpus.h5", MPI_COMM_WORLD, 2, "");
   const auto cut = load_tokens(dir + "/shards", MPI_COMM_WORLD, 2, "");
@@ -59,4 +60,28 @@ TEST_CASE("prepare on 2 ranks writes 5 shards that read as the one-file corpus",
   CHECK(read_all(cut.train) == read_all(one.train));
   CHECK(read_all(cut.val) == read_all(one.val));
   CHECK(cut.sha256 == r.sha256);
+}
+
+TEST_CASE("SentencePiece prepare on 2 ranks gives the tokens of 1 rank (cut after newlines)", "[np2]") {
+  const auto dir = shared_dir("prepare-sp-mpi");
+  const std::string text = dir + "/corpus.txt";
+  auto o = sharded({text, dir + "/one.h5"}, 0);
+  o.tokenizer = "sentencepiece";
+  o.vocab_size = 300;
+  if (world_rank() == 0) {  // a model, trained once, in a file
+    prepare_text(o, MPI_COMM_SELF);
+    const auto d = load_tokens(dir + "/one.h5", MPI_COMM_SELF, 2, "");
+    std::ofstream(dir + "/sp.model", std::ios::binary) << d.tokenizer_model;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  o.sp_model = dir + "/sp.model";
+  o.output = dir + "/two";
+  o.shard_size = 1500;  // several shards, written by both ranks
+  prepare_text(o, MPI_COMM_WORLD);
+  const auto one = load_tokens(dir + "/one.h5", MPI_COMM_WORLD, 2, "");
+  const auto two = load_tokens(dir + "/two", MPI_COMM_WORLD, 2, "");
+  CHECK(two.files.size() > 2);
+  CHECK(two.tokenizer_model == one.tokenizer_model);
+  CHECK(read_all(two.train) == read_all(one.train));
+  CHECK(read_all(two.val) == read_all(one.val));
 }

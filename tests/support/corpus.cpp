@@ -32,8 +32,18 @@ std::string make_corpus(const std::string& dir, std::size_t bytes) {
   text.resize(bytes);
   const std::string txt = dir + "/corpus.txt", h5 = dir + "/corpus.h5";
   std::ofstream(txt, std::ios::binary) << text;
-  prepare_text({txt, h5, 0.1}, MPI_COMM_SELF);
+  prepare_text({txt, h5}, MPI_COMM_SELF);
   return h5;
+}
+
+PrepareOptions sharded(PrepareOptions o, std::uint64_t shard_size) {
+  o.shard_size = shard_size;
+  return o;
+}
+
+PrepareOptions with_val_fraction(PrepareOptions o, double val_fraction) {
+  o.val_fraction = val_fraction;
+  return o;
 }
 
 std::vector<std::int32_t> read_all(const TokenSplit& split) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/token_data.hpp"
 
 namespace gridtrain::test {
@@ -15,6 +16,10 @@ std::string temp_dir(const std::string& name);
 /// dir/corpus.h5 (val fraction 0.1) and returns the .h5 path. Only call on one rank at a time
 /// per dir.
 std::string make_corpus(const std::string& dir, std::size_t bytes);
+
+/// o with shard_size / val_fraction set.
+PrepareOptions sharded(PrepareOptions o, std::uint64_t shard_size);
+PrepareOptions with_val_fraction(PrepareOptions o, double val_fraction);
 
 /// All tokens of a split, in order.
 std::vector<std::int32_t> read_all(const TokenSplit& split);

@@ -8,6 +8,7 @@
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
+#include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 
@@ -28,7 +29,7 @@ TEST_CASE("prepare round trip: bytes in, the same tokens out", "[data]") {
   const auto dir = test::temp_dir("prepare");
   const std::string text = "In the beginning God created the heaven and the earth.\n";
   std::ofstream(dir + "/t.txt", std::ios::binary) << text;
-  const auto r = prepare_text({dir + "/t.txt", dir + "/t.h5", 0.25}, MPI_COMM_SELF);
+  const auto r = prepare_text(test::with_val_fraction({dir + "/t.txt", dir + "/t.h5"}, 0.25), MPI_COMM_SELF);
   CHECK(r.source_bytes == text.size());
   CHECK(r.train_tokens + r.val_tokens == text.size());
   CHECK(r.sha256 == sha256_hex(text));
@@ -115,7 +116,7 @@ TEST_CASE("prepare --shard-size writes shards that read as the one-file corpus",
   const auto dir = test::temp_dir("prepare-shards");
   test::make_corpus(dir, 10000);  // dir/corpus.txt and its one-file preparation
   const auto one = load_tokens(dir + "/corpus.h5", MPI_COMM_SELF, 2, "");
-  const auto r = prepare_text({dir + "/corpus.txt", dir + "/shards", 0.1, 3000}, MPI_COMM_SELF);
+  const auto r = prepare_text(test::sharded({dir + "/corpus.txt", dir + "/shards"}, 3000), MPI_COMM_SELF);
   CHECK(r.shards == 4);
   const auto cut = load_tokens(dir + "/shards", MPI_COMM_SELF, 2, "");
   REQUIRE(cut.files.size() == 4);
@@ -127,6 +128,30 @@ TEST_CASE("prepare --shard-size writes shards that read as the one-file corpus",
   CHECK(cut.sha256 != one.sha256);  // the corpus id of shards: the digest of theirs
   std::filesystem::remove(dir + "/shards/" + shard_name(2));
   CHECK_THAT(load_error(dir + "/shards"), Catch::Contains("3 shard files, but `gridtrain prepare` wrote the corpus as 4"));
+}
+
+TEST_CASE("prepare --train-tokenizer: SentencePiece tokens that decode back to the input", "[data]") {
+  const auto dir = test::temp_dir("prepare-sp");
+  test::make_corpus(dir, 20000);
+  auto o = test::with_val_fraction({dir + "/corpus.txt", dir + "/sp.h5"}, 0.2);
+  o.tokenizer = "sentencepiece";
+  o.vocab_size = 300;  // 256 byte pieces and 3 specials included (the 12-word corpus allows 302)
+  const auto r = prepare_text(o, MPI_COMM_SELF);
+  CHECK(r.tokenizer == "sentencepiece");
+  CHECK(r.vocab_size == 300);
+  const auto d = load_tokens(dir + "/sp.h5", MPI_COMM_SELF, 2, "");
+  CHECK(d.vocab_size == 300);
+  CHECK(d.tokenizer == "sentencepiece");
+  REQUIRE_FALSE(d.tokenizer_model.empty());
+  CHECK(d.train.size() + d.val.size() < 20000 / 2);  // pieces are longer than bytes
+  const auto tok = make_tokenizer(d.tokenizer, d.tokenizer_model);
+  auto ids = test::read_all(d.train);
+  const auto val = test::read_all(d.val);
+  ids.insert(ids.end(), val.begin(), val.end());
+  std::ifstream in(dir + "/corpus.txt", std::ios::binary);
+  CHECK(tok->decode(ids) == std::string(std::istreambuf_iterator<char>(in), {}));
+  CHECK_THROWS_WITH(make_tokenizer("sentencepiece", "not a model"), Catch::Contains("cannot load the tokenizer model"));
+  CHECK_THROWS_WITH(make_tokenizer("wordpiece"), Catch::Contains("known: bytes, sentencepiece"));
 }
 
 TEST_CASE("a chunked token dataset is refused with what to do", "[data]") {

@@ -46,6 +46,8 @@ struct Snapshot;
 struct CorpusId {
   std::string sha256;  ///< the data file's sha256 attribute (of the source text); "" when it has none
   std::uint64_t train_tokens = 0, val_tokens = 0;
+  std::string tokenizer;        ///< the data file's tokenizer ("bytes"), for `gridtrain generate`
+  std::string tokenizer_model;  ///< its serialized model ("" for bytes), stored as /tokenizer/model
 };
 
 /// Where training continues after a load.

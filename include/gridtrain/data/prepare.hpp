@@ -1,30 +1,43 @@
-// `gridtrain prepare text`: turns a text file into byte-level tokens (vocab 256) in HDF5,
-// streaming it (a bounded buffer, never the whole file), into one file or into shards.
+// `gridtrain prepare text`: turns a text file into tokens in HDF5, streaming it (bounded
+// buffers, never the whole file), into one file or into shards. Tokenizers (data/tokenizer.hpp):
+// bytes (vocab 256), or SentencePiece from a model file or trained here on the input first.
 //
 // File layout (read back by data/token_data.hpp):
-//   /train/tokens   uint8 (N_train,)  contiguous
-//   /val/tokens     uint8 (N_val,)    contiguous
-//   / attrs: format="gridtrain-tokens", tokenizer="bytes", vocab_size=256, source (file name),
-//            source_bytes, sha256 (hex digest of this file's source bytes), shard, shards
-// The input's first (1 − val_fraction) of the bytes are the training split, the rest the
-// validation split (a contiguous tail, so no window straddles both). Shard k of K holds the
-// k-th contiguous share of each split, so the shards concatenated are exactly the one-file
-// corpus.
+//   /train/tokens      (N_train,) uint8 (vocab <= 256), uint16 (<= 65536) or int32; contiguous
+//   /val/tokens        (N_val,)   the same type
+//   /tokenizer/model   uint8 (bytes,) the serialized SentencePiece model (sentencepiece only)
+//   / attrs: format="gridtrain-tokens", tokenizer ("bytes" | "sentencepiece"), vocab_size, source
+//            (file name), source_bytes, sha256 (hex digest of this file's tokens as stored, one
+//            split after the other: for bytes, the source bytes), shard, shards
+// The first (1 − val_fraction) of the tokens are the training split, the rest the validation
+// split (a contiguous tail, so no window straddles both). Shard k of K holds the k-th contiguous
+// share of each split, so the shards concatenated are exactly the one-file corpus. With several
+// ranks, SentencePiece encodes each rank's share of the input's lines (cut after a newline, which
+// no trained piece contains, so the tokens do not depend on the cut) and every rank writes its
+// shards.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <mpi.h>
 
 namespace gridtrain {
 
 struct PrepareOptions {
+  PrepareOptions() = default;
+  PrepareOptions(std::string in, std::string out) : input(std::move(in)), output(std::move(out)) {}
   std::string input, output;  ///< output: the .h5 file, or with shards the directory for them
   double val_fraction = 0.1;  ///< in (0, 1)
   std::uint64_t shard_size = 0;  ///< tokens per shard (at most); 0: one file
+  std::string tokenizer = "bytes";  ///< bytes | sentencepiece
+  std::string sp_model;       ///< sentencepiece: a .model file; "" = train one on the input
+  int vocab_size = 8192;      ///< sentencepiece trained here: pieces
 };
 
 struct PrepareReport {
+  std::string tokenizer;
+  int vocab_size = 0;
   std::uint64_t source_bytes = 0;
   std::uint64_t train_tokens = 0;
   std::uint64_t val_tokens = 0;
@@ -34,8 +47,9 @@ struct PrepareReport {
 
 /// Collective over comm: rank r writes shards r, r + p, ... (one file: rank 0), each via
 /// <file>.tmp + rename, so a crash never leaves a half file. Throws gridtrain::Error (the same on
-/// every rank) naming the file when input cannot be read or is shorter than 2 bytes, the options
-/// are invalid, or an output cannot be written.
+/// every rank) naming the file when input cannot be read or is shorter than 2 tokens, the
+/// options are invalid (an unknown tokenizer, a model SentencePiece cannot load or train), or an
+/// output cannot be written.
 PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm);
 
 /// Hex SHA-256 of bytes (OpenSSL EVP).

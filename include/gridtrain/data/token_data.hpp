@@ -55,7 +55,8 @@ struct TokenData {
   TokenSplit train;  ///< (N_train,) token ids in [0, vocab_size)
   TokenSplit val;    ///< (N_val,)
   int vocab_size = 0;
-  std::string tokenizer;
+  std::string tokenizer;           ///< "bytes" | "sentencepiece"
+  std::string tokenizer_model;     ///< the serialized model (/tokenizer/model of the first file), or ""
   std::vector<std::string> files;  ///< the shard files, in order
   /// The source's SHA-256 (one file: its sha256 attribute; shards: SHA-256 of theirs joined by
   /// newlines), or "" when a file has none.

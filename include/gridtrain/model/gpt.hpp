@@ -98,6 +98,7 @@ class Gpt : public LanguageModel {
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;
   torch::Tensor stage_forward(const torch::Tensor& input) override;
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  torch::Tensor logits(const torch::Tensor& idx) override;
   bool first_stage() const override { return plan_.first_stage(); }
   bool last_stage() const override { return plan_.last_stage(); }
   ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }

@@ -25,6 +25,9 @@ class LanguageModel : public torch::nn::Module {
   virtual torch::Tensor stage_forward(const torch::Tensor& input) = 0;
   /// Sum of the cross-entropy over B·T tokens from the last stage's output (last stage only).
   virtual torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
+  /// idx (B, T) int64 → next-token logits (B, T, V) fp32. The whole model on one rank only (no
+  /// tensor or pipeline parallelism: throws std::logic_error); used by `gridtrain generate`.
+  virtual torch::Tensor logits(const torch::Tensor& idx) = 0;
   virtual bool first_stage() const = 0;
   virtual bool last_stage() const = 0;
   /// How parameter `name` of this rank maps onto the global tensor (checkpoints, init, norms).

@@ -53,4 +53,9 @@ void h5_write_attr(hid_t obj, const std::string& name, const std::vector<double>
 std::vector<double> h5_read_attr_doubles(hid_t obj, const std::string& name);
 bool h5_has_attr(hid_t obj, const std::string& name);
 
+/// A 1-D uint8 dataset `name` (intermediate groups created) holding bytes, and back. Throw
+/// std::runtime_error naming the dataset.
+void h5_write_bytes(hid_t file, const std::string& name, const std::string& bytes);
+std::string h5_read_bytes(hid_t file, const std::string& name);
+
 }  // namespace gridtrain

@@ -1,0 +1,26 @@
+// `gridtrain generate`: samples text from a checkpoint of any layout, on one rank, on the CPU or
+// a GPU (what users first do with a trained language model). The checkpoint's deck rebuilds the
+// model whole, its global tensors fill it, and its recorded tokenizer decodes the tokens.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace gridtrain {
+
+struct GenerateOptions {
+  std::string checkpoint;        ///< a checkpoint file (step-XXXXXXXX.h5)
+  std::string prompt = "\n";     ///< text the sample continues (encoded with the tokenizer)
+  int max_new_tokens = 200;
+  double temperature = 0.8;      ///< > 0 divides the logits; 0 = greedy (argmax)
+  int top_k = 40;                ///< sample among the k most likely tokens; 0 = all
+  std::uint64_t seed = 1;        ///< the sampler's generator: the same seed, the same text
+  std::string device = "cpu";    ///< cpu or cuda[:N]
+};
+
+/// The text generated after the prompt (max_new_tokens tokens, decoded). Sampling runs on the host in fp32 from each step's last
+/// logits, so a seed gives the same tokens wherever the logits are equal. Throws gridtrain::Error
+/// naming the file for a missing or unreadable checkpoint (or its tokenizer model), an empty
+/// prompt, invalid options, or a device that is not there.
+std::string generate_text(const GenerateOptions& o);
+
+}  // namespace gridtrain

@@ -1,0 +1,35 @@
+// Tokenizers: text ↔ token ids. "bytes" (the default: each byte is a token, vocab 256) and
+// "sentencepiece" (Kudo & Richardson 2018, through Google's SentencePiece C++ library, the model
+// kept as its serialized bytes so that data files and checkpoints carry it).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gridtrain {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::string name() const = 0;  ///< "bytes" or "sentencepiece"
+  virtual int vocab_size() const = 0;
+  virtual std::vector<std::int32_t> encode(const std::string& text) const = 0;
+  /// Ids outside [0, vocab_size) decode to nothing.
+  virtual std::string decode(const std::vector<std::int32_t>& ids) const = 0;
+  /// The serialized model ("" for bytes): what a data file or a checkpoint stores.
+  virtual std::string model() const = 0;
+};
+
+/// The tokenizer `name` with serialized `model` (ignored for bytes). Throws gridtrain::Error for
+/// an unknown name (listing the known ones) or a model SentencePiece cannot load.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& model = "");
+
+/// Trains a SentencePiece model (unigram) of vocab_size pieces on the lines of text_file and
+/// returns it serialized. Identity normalization, no dummy prefix and byte fallback (bytes no
+/// piece covers, a newline among them, become <0xNN> pieces), so decode(encode(text)) == text.
+/// Samples at most 2 M lines of a larger input. Throws gridtrain::Error with SentencePiece's
+/// message on failure.
+std::string train_sentencepiece(const std::string& text_file, int vocab_size);
+
+}  // namespace gridtrain

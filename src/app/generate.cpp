@@ -1,0 +1,78 @@
+#include "gridtrain/app/generate.hpp"
+
+#include <torch/torch.h>
+
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/data/tokenizer.hpp"
+#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/util/h5.hpp"
+
+namespace gridtrain {
+namespace {
+
+// The next token from one position's logits (V,) fp32 on the host.
+std::int64_t sample_next(torch::Tensor logits, double temperature, int top_k, at::Generator& gen) {
+  if (temperature == 0) return logits.argmax().item<std::int64_t>();
+  logits = logits / temperature;
+  if (top_k > 0 && top_k < logits.size(0)) {
+    const auto kth = std::get<0>(logits.topk(top_k)).min();
+    logits = logits.masked_fill(logits < kth, -std::numeric_limits<float>::infinity());
+  }
+  return at::multinomial(torch::softmax(logits, 0), 1, /*replacement=*/false, gen).item<std::int64_t>();
+}
+
+// The model of the checkpoint's deck, whole, with the checkpoint's weights; and its tokenizer.
+std::pair<std::shared_ptr<LanguageModel>, std::unique_ptr<Tokenizer>> load_model(const std::string& path) {
+  auto file = CheckpointFile::open(path, MPI_COMM_SELF);
+  file.check_header();
+  const Config cfg = parse_config(h5_read_attr_string(file.root(), "deck"), path + " (its deck)", {});
+  const auto vocab = file.shape_of("/model/wte.weight").at(0);
+  auto model = make_model(cfg, static_cast<int>(vocab));
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters(true)) {
+    const std::vector<hsize_t> shape(p.value().sizes().begin(), p.value().sizes().end());
+    file.read("/model/" + p.key(), DType::F32, shape, Slab::all(shape), p.value().data_ptr(), false);
+  }
+  H5Id data(H5Gopen2(file.root(), "/data", H5P_DEFAULT), "cannot open /data");
+  // Files from before the tokenizer was recorded were all byte-level.
+  const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
+  const std::string tokenizer_model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
+  return {model, make_tokenizer(name, tokenizer_model)};
+}
+
+}  // namespace
+
+std::string generate_text(const GenerateOptions& o) {
+  if (o.prompt.empty()) throw Error("generate: --prompt is empty; give at least one character");
+  if (o.max_new_tokens < 0 || o.temperature < 0 || o.top_k < 0)
+    throw Error("generate: --max-new-tokens, --temperature and --top-k must be >= 0");
+  std::shared_ptr<LanguageModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  try {
+    std::tie(model, tokenizer) = load_model(o.checkpoint);
+  } catch (const std::runtime_error& e) {  // gridtrain::Error included: its message gets the file
+    throw Error("generate: checkpoint '" + o.checkpoint + "': " + e.what());
+  }
+  const torch::Device device(o.device);
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw Error("generate: --device " + o.device + ", but no CUDA device is visible to this build");
+  model->to(device);
+  torch::NoGradGuard no_grad;
+  const auto block = model->named_parameters(true)["wpe.weight"].size(0);  // the context length T
+  const auto prompt = tokenizer->encode(o.prompt);
+  std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
+  auto gen = at::detail::createCPUGenerator(o.seed);
+  std::vector<std::int32_t> out;
+  for (int i = 0; i < o.max_new_tokens; ++i) {
+    const auto from = ids.size() > static_cast<std::size_t>(block) ? ids.end() - block : ids.begin();
+    const auto idx = torch::tensor(std::vector<std::int64_t>(from, ids.end())).view({1, -1}).to(device);
+    const auto next = sample_next(model->logits(idx)[0][-1].cpu(), o.temperature, o.top_k, gen);
+    ids.push_back(next);
+    out.push_back(static_cast<std::int32_t>(next));
+  }
+  return tokenizer->decode(out);
+}
+
+}  // namespace gridtrain
