@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 namespace gridtrain {
 namespace {
 
@@ -40,6 +42,9 @@ torch::Tensor WindowPrefetcher::load(std::uint64_t first) const {
 }
 
 void WindowPrefetcher::loader() {
+  // Pinned buffers are allocated on this thread: it must use this rank's GPU, not device 0
+  // (PyTorch's DataLoader pin thread does the same).
+  if (device_.is_cuda()) c10::impl::VirtualGuardImpl(device_.type()).setDevice(device_);
   std::unique_lock lock(mutex_);
   while (true) {
     changed_.wait(lock, [this] { return stop_ || !asked_.empty(); });
