@@ -21,10 +21,10 @@
 
 #include <mpi.h>
 
+#include "bench_mpi.hpp"
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/util/hash.hpp"
-#include "gridtrain/util/process_setup.hpp"
 
 using namespace gridtrain;
 using Clock = std::chrono::steady_clock;
@@ -32,14 +32,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-void drop_cache(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
 
 double raw_write(const std::string& path, const std::vector<float>& buf, std::size_t total_bytes) {
   const auto t0 = Clock::now();
@@ -55,7 +47,7 @@ double raw_write(const std::string& path, const std::vector<float>& buf, std::si
 }
 
 double raw_read(const std::string& path, std::vector<float>& buf, std::size_t total_bytes) {
-  drop_cache(path);
+  bench::drop_cache(path);
   const auto t0 = Clock::now();
   int fd = ::open(path.c_str(), O_RDONLY);
   std::size_t got = 0;
@@ -71,16 +63,9 @@ double raw_read(const std::string& path, std::vector<float>& buf, std::size_t to
 }  // namespace
 
 int main(int argc, char** argv) {
-  prepare_process();
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc < 3) {
-    if (rank == 0) std::fprintf(stderr, "usage: bench_checkpoint_bandwidth DIR TOTAL_MB [TENSORS] [REPEATS]\n");
-    MPI_Finalize();
-    return 2;
-  }
+  const auto world = bench::start(argc, argv, 3, "bench_checkpoint_bandwidth DIR TOTAL_MB [TENSORS] [REPEATS]");
+  if (!world.ok) return 2;
+  const int rank = world.rank, size = world.size;
   const std::string dir = argv[1];
   const double total_mb = std::atof(argv[2]);
   const int tensors = argc > 3 ? std::atoi(argv[3]) : 64;
@@ -107,7 +92,7 @@ int main(int argc, char** argv) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     best[0] = std::min(best[0], seconds_since(t0));
-    if (rank == 0) drop_cache(h5);
+    if (rank == 0) bench::drop_cache(h5);
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = Clock::now();
     {

@@ -7,9 +7,6 @@
 // Each rank reads BATCHES batches of ROWS windows of T + 1 tokens, as dp rank r of P would
 // (rows r·ROWS.. of each global batch), and prints tokens/s (T tokens per window, as the summary
 // counts them) per rank; rank 0 also prints the minimum over ranks.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,41 +14,22 @@
 
 #include <mpi.h>
 
+#include "bench_mpi.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
 #include "gridtrain/data/windows.hpp"
-#include "gridtrain/util/process_setup.hpp"
 
 using namespace gridtrain;
 
-namespace {
-
-void drop_cache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  prepare_process();
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc < 5) {
-    if (rank == 0) std::fprintf(stderr, "usage: bench_data_loader CORPUS T ROWS BATCHES [DEPTH]\n");
-    MPI_Finalize();
-    return 2;
-  }
+  const auto world = bench::start(argc, argv, 5, "bench_data_loader CORPUS T ROWS BATCHES [DEPTH]");
+  if (!world.ok) return 2;
+  const int rank = world.rank, size = world.size;
   const int T = std::atoi(argv[2]), rows = std::atoi(argv[3]), batches = std::atoi(argv[4]);
   const int depth = argc > 5 ? std::atoi(argv[5]) : 2;
   const TokenData data = load_tokens(argv[1], MPI_COMM_WORLD, static_cast<std::size_t>(T) + 1, "");
   if (rank == 0)
-    for (const auto& f : data.files) drop_cache(f);
+    for (const auto& f : data.files) bench::drop_cache(f);
   MPI_Barrier(MPI_COMM_WORLD);
   Sampler sampler(data.train.size(), T, 1234);
   const auto mine = static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(rows);
