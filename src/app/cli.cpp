@@ -59,12 +59,14 @@ int prepare_main(const std::vector<std::string>& args, Log& log) {
   } catch (const po::error& e) {
     throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
   }
-  if (vm.count("train-tokenizer")) {
-    if (vm.count("sp-model")) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
-    o.tokenizer = "sentencepiece";
-  } else if (o.tokenizer == "sentencepiece" && o.sp_model.empty()) {
+  const bool train = vm.count("train-tokenizer") > 0, model = vm.count("sp-model") > 0;
+  if (train && model) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
+  if (!vm["vocab-size"].defaulted() && !train) throw Error("prepare: --vocab-size is for --train-tokenizer");
+  if ((train || model) && !vm["tokenizer"].defaulted() && o.tokenizer != "sentencepiece")
+    throw Error("prepare: --sp-model and --train-tokenizer are for --tokenizer sentencepiece, not " + o.tokenizer);
+  if (train || model) o.tokenizer = "sentencepiece";
+  else if (o.tokenizer == "sentencepiece")
     throw Error("prepare: --tokenizer sentencepiece needs --sp-model M.model, or --train-tokenizer [--vocab-size N]");
-  }
   const PrepareReport r = prepare_text(o, MPI_COMM_WORLD);
   log.print("Wrote " + o.output + (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " +
             std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens (" +

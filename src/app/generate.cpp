@@ -62,6 +62,9 @@ std::string generate_text(const GenerateOptions& o) {
   torch::NoGradGuard no_grad;
   const auto block = model->named_parameters(true)["wpe.weight"].size(0);  // the context length T
   const auto prompt = tokenizer->encode(o.prompt);
+  if (prompt.empty())
+    throw Error("generate: the " + tokenizer->name() + " tokenizer encodes --prompt '" + o.prompt +
+                "' to no tokens; give a prompt with visible text");
   std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
   auto gen = at::detail::createCPUGenerator(o.seed);
   std::vector<std::int32_t> out;

@@ -186,11 +186,15 @@ Verdict Trainer::train_step(long long s, double lr) {
   const std::uint64_t tp_bytes = tp.bytes_sent(), pp_bytes = engine_->bytes_sent();
   const double tp_wait = tp.wait_s();
   reducer_->zero_grad(optimizer_->owns_communication());
-  if (model_->first_stage() || model_->last_stage())  // the loader thread reads them while this step computes
+  timer_.stamp();
+  torch::Tensor batch;  // (rows, T+1): this dp rank's windows of the step (first and last stage)
+  if (model_->first_stage() || model_->last_stage()) {
+    batch = windows_->get(sample_index_);
     for (long long ahead = s + 1; ahead < std::min<long long>(cfg_.train.steps, s + 1 + cfg_.data.prefetch); ++ahead)
       windows_->prefetch(static_cast<std::uint64_t>(ahead - s) * static_cast<std::uint64_t>(cfg_.train.global_batch) +
-                         sample_index_);
-  timer_.stamp();
+                         sample_index_);  // the loader thread reads them while this step computes
+  }
+  timer_.stamp(Section::Data);
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device
   try {
@@ -199,7 +203,7 @@ Verdict Trainer::train_step(long long s, double lr) {
     if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem) + state, grid_->all()))
       throw std::bad_alloc();
     const SyncCheck no_sync(cfg_.debug.sync_check);
-    auto windows = [this](std::int64_t first, int rows) { return windows_->get(sample_index_).narrow(0, first, rows); };
+    auto windows = [&batch](std::int64_t first, int rows) { return batch.narrow(0, first, rows); };
     loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), windows, stage_forward(s), *reducer_,
                           guard_->loss_scale());
   } catch (const std::bad_alloc&) {

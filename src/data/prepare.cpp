@@ -135,9 +135,13 @@ std::string read_file(const std::string& path) {
 // itself when it starts a line, else the byte after the next newline (size if none).
 std::uint64_t line_start(int fd, std::uint64_t at, std::uint64_t size) {
   if (at == 0 || at >= size) return std::min(at, size);
-  char c = 0;
-  for (std::uint64_t i = at - 1; i < size; ++i)
-    if (::pread(fd, &c, 1, static_cast<off_t>(i)) == 1 && c == '\n') return i + 1;
+  std::vector<char> buf(1 << 16);
+  for (std::uint64_t from = at - 1; from < size; from += buf.size()) {
+    const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(from));
+    if (got <= 0) break;
+    if (const auto* nl = static_cast<const char*>(std::memchr(buf.data(), '\n', static_cast<std::size_t>(got))))
+      return from + static_cast<std::uint64_t>(nl - buf.data()) + 1;
+  }
   return size;
 }
 

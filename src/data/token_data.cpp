@@ -179,7 +179,8 @@ TokenSplit::Part describe_split(hid_t file, const std::string& path, const std::
 
 struct Shard {
   long long vocab = 0;
-  long long shards = 0;  // how many shards the corpus was written as (0: not recorded)
+  long long shard = -1, shards = 0;  // its index, and how many the corpus was written as (-1, 0: not recorded)
+  std::string model;                 // /tokenizer/model, or ""
   std::string tokenizer, sha256;
   TokenSplit::Part split[2];
 };
@@ -194,7 +195,10 @@ Shard describe_shard(const std::string& path) {
                 std::to_string(std::numeric_limits<std::int32_t>::max()));
   s.tokenizer = h5_read_attr_string(file, "tokenizer");
   s.sha256 = h5_has_attr(file, "sha256") ? h5_read_attr_string(file, "sha256") : "";
+  s.shard = h5_has_attr(file, "shard") ? h5_read_attr_int(file, "shard") : -1;
   s.shards = h5_has_attr(file, "shards") ? h5_read_attr_int(file, "shards") : 0;
+  if (H5Lexists(file, "/tokenizer", H5P_DEFAULT) > 0 && H5Lexists(file, "/tokenizer/model", H5P_DEFAULT) > 0)
+    s.model = h5_read_bytes(file, "/tokenizer/model");
   for (int i = 0; i < 2; ++i) s.split[i] = describe_split(file, path, kSplits[i]);
   return s;
 }
@@ -241,11 +245,9 @@ std::vector<Shard> describe_corpus(const std::string& path, MPI_Comm comm, const
   agree(comm, [&] {
     if (rank != 0) return;
     const auto files = corpus_files(path);
+    const bool pattern = std::filesystem::is_directory(path) || path.find_first_of("*?[") != std::string::npos;
     if (files.empty())
-      throw Error(where + (path.find_first_of("*?[") != std::string::npos || std::filesystem::is_directory(path)
-                               ? "no shard files (*.h5) match. "
-                               : "file not found. ") +
-                  prepare_hint);
+      throw Error(where + (pattern ? "no shard files (*.h5) match. " : "file not found. ") + prepare_hint);
     std::vector<Shard> shards;
     for (const auto& f : files) {
       const std::string at = files.size() > 1 ? where + "shard '" + f + "': " : where;
@@ -257,19 +259,22 @@ std::vector<Shard> describe_corpus(const std::string& path, MPI_Comm comm, const
         throw Error(at + e.what() + "; expected the layout of `gridtrain prepare` (/train/tokens, /val/tokens, "
                     "attributes vocab_size and tokenizer)");
       }
-      if (shards.back().vocab != shards.front().vocab || shards.back().tokenizer != shards.front().tokenizer)
-        throw Error(at + "vocab_size " + std::to_string(shards.back().vocab) + " and tokenizer '" +
-                    shards.back().tokenizer + "' differ from the first shard's (" +
-                    std::to_string(shards.front().vocab) + ", '" + shards.front().tokenizer + "')");
+      const Shard &s = shards.back(), &first = shards.front();
+      if (s.vocab != first.vocab || s.tokenizer != first.tokenizer || s.model != first.model)
+        throw Error(at + "vocab_size " + std::to_string(s.vocab) + ", tokenizer '" + s.tokenizer +
+                    "' or its model differ from the first shard's (" + std::to_string(first.vocab) + ", '" +
+                    first.tokenizer + "')");
+      // A directory or glob must find the whole set `prepare` wrote, in order.
+      if (pattern && first.shards > 0 && (s.shards != first.shards || s.shard != static_cast<long long>(shards.size()) - 1))
+        throw Error(at + "is shard " + std::to_string(s.shard) + " of " + std::to_string(s.shards) + " where shard " +
+                    std::to_string(shards.size() - 1) + " of " + std::to_string(first.shards) +
+                    " belongs: the set is mixed up or a shard is missing");
     }
-    const long long written = shards.front().shards;
-    if (files.size() > 1 && written > 0 && static_cast<long long>(files.size()) != written)
-      throw Error(where + std::to_string(files.size()) + " shard files, but `gridtrain prepare` wrote the corpus as " +
-                  std::to_string(written) + " (attribute shards): a shard is missing or extra");
+    if (pattern && shards.front().shards > 0 && static_cast<long long>(shards.size()) != shards.front().shards)
+      throw Error(where + std::to_string(shards.size()) + " shard files, but `gridtrain prepare` wrote the corpus as " +
+                  std::to_string(shards.front().shards) + " (attribute shards): a shard is missing or extra");
+    tokenizer_model = shards.front().model;
     text = to_text(shards);
-    H5Id first(H5Fopen(files.front().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "cannot open " + files.front());
-    if (H5Lexists(first, "/tokenizer", H5P_DEFAULT) > 0 && H5Lexists(first, "/tokenizer/model", H5P_DEFAULT) > 0)
-      tokenizer_model = h5_read_bytes(first, "/tokenizer/model");
   });
   tokenizer_model = broadcast_text(tokenizer_model, comm);
   return from_text(broadcast_text(text, comm));

@@ -202,7 +202,8 @@ torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tenso
 }
 
 torch::Tensor Gpt::logits(const torch::Tensor& idx) {
-  if (plan_.tp() || !first_stage() || !last_stage()) throw std::logic_error("Gpt::logits needs the whole model on one rank");
+  if (plan_.tp() || !first_stage() || !last_stage() || gathers())
+    throw std::logic_error("Gpt::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
   return torch::nn::functional::linear(ln_f_->forward(stage_forward(idx)), wte_->weight).to(torch::kFloat);
 }
 

@@ -67,18 +67,23 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Wi
 double PipelineEngine::evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward) {
   torch::NoGradGuard no_grad;
   Axis& pp = grid_.pp();
+  double most = static_cast<double>(rows);
+  grid_.dp().blocking_max(&most, 1, "validation rows");
   double sum = 0.0;
-  for (std::int64_t i = 0; i < rows; i += micro_batch) {
-    const int n = static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(most); i += micro_batch) {
+    const bool padding = i >= rows;  // this rank's rows are done; its dp peers' are not
+    const int n = padding ? 1 : static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
     torch::Tensor batch, x;  // (n, T+1) windows; x: (n, T) ids or (n, T, C) activations
-    if (first_ || last_) batch = windows(i, n);
+    if (first_ || last_)
+      batch = padding ? torch::zeros({1, T_ + 1}, torch::TensorOptions(torch::kLong).device(device_)) : windows(i, n);
     if (first_) x = batch.slice(1, 0, T_);
     else {
       x = torch::empty({n, T_, C_}, torch::TensorOptions(torch::kFloat).device(device_));
       pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
     }
     if (last_) {
-      sum += forward(x, batch.slice(1, 1, T_ + 1)).item<double>();
+      const double loss = forward(x, batch.slice(1, 1, T_ + 1)).item<double>();
+      if (!padding) sum += loss;
     } else {
       auto h = forward(x, {}).to(torch::kFloat).contiguous();
       pp.send(h.data_ptr(), h.nbytes(), pp.rank() + 1, 0, "validation").wait();

@@ -5,6 +5,7 @@
 #include <regex>
 #include <string>
 
+#include "gridtrain/app/launch_plan.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/util/error.hpp"
 
@@ -59,6 +60,12 @@ TEST_CASE("each kind of bad key or value gives its own message", "[config]") {
   CHECK_THAT(problems("[optim]\nzero_stage = 2\n[comm]\ncompression = fp16\n"),
              Catch::Contains("comm.compression = fp16 compresses allreduces only"));
   CHECK(problems("[optim]\nzero_stage = 2\n").empty());
+}
+
+TEST_CASE("ZeRO stage 3 refuses the out-of-memory backoff on dp > 1", "[config]") {
+  const Config c = parse_config("[optim]\nzero_stage = 3\n[train]\non_oom = backoff\n", "deck", {});
+  CHECK_THROWS_WITH(plan_launch(c, 2, false), Catch::Contains("train.on_oom = backoff with optim.zero_stage = 3"));
+  CHECK_NOTHROW(plan_launch(c, 1, false));  // dp = 1: nothing is sharded
 }
 
 TEST_CASE("all problems are reported together", "[config]") {

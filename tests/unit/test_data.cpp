@@ -127,7 +127,10 @@ TEST_CASE("prepare --shard-size writes shards that read as the one-file corpus",
   CHECK(cut.sha256 == r.sha256);
   CHECK(cut.sha256 != one.sha256);  // the corpus id of shards: the digest of theirs
   std::filesystem::remove(dir + "/shards/" + shard_name(2));
-  CHECK_THAT(load_error(dir + "/shards"), Catch::Contains("3 shard files, but `gridtrain prepare` wrote the corpus as 4"));
+  CHECK_THAT(load_error(dir + "/shards"), Catch::Contains("is shard 3 of 4 where shard 2 of 4 belongs"));
+  std::filesystem::remove(dir + "/shards/" + shard_name(3));  // the first two of four: none out of place
+  CHECK_THAT(load_error(dir + "/shards"), Catch::Contains("2 shard files, but `gridtrain prepare` wrote the corpus as 4"));
+  CHECK(load_error(dir + "/shards/" + shard_name(0)).empty());  // one shard named on its own is a corpus
 }
 
 TEST_CASE("prepare --train-tokenizer: SentencePiece tokens that decode back to the input", "[data]") {

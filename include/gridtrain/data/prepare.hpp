@@ -14,7 +14,10 @@
 // share of each split, so the shards concatenated are exactly the one-file corpus. With several
 // ranks, SentencePiece encodes each rank's share of the input's lines (cut after a newline, which
 // no trained piece contains, so the tokens do not depend on the cut) and every rank writes its
-// shards.
+// shards. The input is encoded in pieces of at most 16 MiB, also cut after a newline (a line
+// longer than that is cut where the piece ends). A model given with --sp-model that adds a dummy
+// prefix or normalises whitespace sees each piece's start as the start of a text: its tokens are
+// those of encoding the input a few lines at a time, and may differ with the number of ranks.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -50,6 +50,7 @@ class LanguageModel : public torch::nn::Module {
   void set_parameter_gather(ParameterGather* g) { gather_ = g; }
 
  protected:
+  bool gathers() const { return gather_ != nullptr; }
   void gather(int unit) {
     if (gather_) gather_->gather(unit);
   }
