@@ -33,17 +33,14 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   Sampler sampler(data.train.size(), T, 1234);
   const auto mine = static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(rows);
+  const auto global = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(size);
   WindowPrefetcher windows(rows, T, torch::kCPU, [&](std::uint64_t i, std::int64_t* out) {
     copy_window(data.train, sampler.window_start(mine + i), T, out);
-  }, depth);
-  const auto global = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(size);
+  }, depth, global);
   const auto t0 = std::chrono::steady_clock::now();
   std::int64_t checksum = 0;
-  for (int b = 0; b < batches; ++b) {  // as the step loop: take this batch, then ask for the next ones
+  for (int b = 0; b < batches; ++b)  // as the step loop: each get() asks for the next depth batches
     checksum += windows.get(static_cast<std::uint64_t>(b) * global)[0][0].item<std::int64_t>();
-    for (int ahead = 1; ahead <= depth && b + ahead < batches; ++ahead)
-      windows.prefetch(static_cast<std::uint64_t>(b + ahead) * global);
-  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double rate = static_cast<double>(rows) * T * batches / s, lowest = rate;
   MPI_Reduce(&rate, &lowest, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);

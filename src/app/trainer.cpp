@@ -69,7 +69,8 @@ void Trainer::load_data() {
   auto fill = [this, mine](std::uint64_t i, std::int64_t* out) {
     copy_window(data_.train, sampler_->window_start(mine + i), cfg_.model.block_size, out);
   };
-  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, fill, cfg_.data.prefetch);
+  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, fill, cfg_.data.prefetch,
+                                                static_cast<std::uint64_t>(cfg_.train.global_batch));
   const auto all_val = validation_starts(data_.val.size(), cfg_.model.block_size, cfg_.train.eval_samples);
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))
@@ -78,6 +79,9 @@ void Trainer::load_data() {
                " tokens in /val/tokens; each pass uses all of them once\n");
   const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
   val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
+  double most = static_cast<double>(val_starts_.size());  // the first total % dp ranks have one more
+  grid_->dp().blocking_max(&most, 1, "validation windows");
+  val_rows_max_ = static_cast<std::int64_t>(most);
 }
 
 void Trainer::build_model() {
@@ -152,7 +156,7 @@ double Trainer::evaluate() {
     });
   };
   const auto rows = static_cast<std::int64_t>(val_starts_.size());
-  const double loss = engine_->evaluate(rows, guard_->micro_batch(), windows, stage_forward(-1));
+  const double loss = engine_->evaluate(rows, val_rows_max_, guard_->micro_batch(), windows, stage_forward(-1));
   const bool counts = model_->last_stage() && grid_->tp().rank() == 0;
   double sums[2] = {counts ? loss : 0.0, counts ? static_cast<double>(rows) * T : 0.0};  // nats, tokens
   grid_->all().blocking_sum(sums, 2, "validation loss");
@@ -188,12 +192,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   reducer_->zero_grad(optimizer_->owns_communication());
   timer_.stamp();
   torch::Tensor batch;  // (rows, T+1): this dp rank's windows of the step (first and last stage)
-  if (model_->first_stage() || model_->last_stage()) {
-    batch = windows_->get(sample_index_);
-    for (long long ahead = s + 1; ahead < std::min<long long>(cfg_.train.steps, s + 1 + cfg_.data.prefetch); ++ahead)
-      windows_->prefetch(static_cast<std::uint64_t>(ahead - s) * static_cast<std::uint64_t>(cfg_.train.global_batch) +
-                         sample_index_);  // the loader thread reads them while this step computes
-  }
+  if (model_->first_stage() || model_->last_stage()) batch = windows_->get(sample_index_);  // asks for the next ones
   timer_.stamp(Section::Data);
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device

@@ -21,8 +21,10 @@ torch::Tensor token_windows(int rows, int T, torch::Device device, const std::fu
 }
 
 WindowPrefetcher::WindowPrefetcher(int rows, int T, torch::Device device,
-                                   std::function<void(std::uint64_t, std::int64_t*)> fill, int depth)
-    : rows_(rows), T_(T), device_(device), fill_(std::move(fill)), depth_(static_cast<std::size_t>(std::max(0, depth))) {
+                                   std::function<void(std::uint64_t, std::int64_t*)> fill, int depth,
+                                   std::uint64_t stride)
+    : rows_(rows), T_(T), device_(device), fill_(std::move(fill)), depth_(static_cast<std::size_t>(std::max(0, depth))),
+      stride_(stride) {
   if (depth_ > 0) thread_ = std::thread([this] { loader(); });
 }
 
@@ -68,15 +70,10 @@ void WindowPrefetcher::loader() {
   }
 }
 
-void WindowPrefetcher::prefetch(std::uint64_t first) {
-  if (depth_ == 0) return;
-  {
-    const std::lock_guard lock(mutex_);
-    const bool known = ready_.count(first) || filling_ == first ||
-                       std::find(asked_.begin(), asked_.end(), first) != asked_.end();
-    if (known || ready_.size() + asked_.size() + (filling_ ? 1 : 0) >= depth_) return;
-    asked_.push_back(first);
-  }
+void WindowPrefetcher::ask(std::uint64_t first, bool next) {
+  if (ready_.count(first) || filling_ == first || std::find(asked_.begin(), asked_.end(), first) != asked_.end()) return;
+  if (next) asked_.push_front(first);
+  else asked_.push_back(first);
   changed_.notify_all();
 }
 
@@ -87,14 +84,12 @@ torch::Tensor WindowPrefetcher::get(std::uint64_t first) {
     host = load(first);
   } else {
     std::unique_lock lock(mutex_);
-    if (!ready_.count(first) && filling_ != first && std::find(asked_.begin(), asked_.end(), first) == asked_.end()) {
-      asked_.push_front(first);  // not asked for ahead (the first step): next in line
-      changed_.notify_all();
-    }
+    ask(first, /*next=*/true);  // not asked for ahead (the first step): the loader reads it next
     changed_.wait(lock, [&] { return error_ || ready_.count(first); });
     if (error_) std::rethrow_exception(error_);
     host = std::move(ready_[first]);
     ready_.erase(ready_.begin(), ready_.upper_bound(first));  // this batch and any skipped before it
+    for (std::size_t k = 1; k <= depth_; ++k) ask(first + k * stride_, false);
   }
   current_first_ = first;
   current_ = host.to(device_, /*non_blocking=*/true);  // pinned on a GPU: queued on the compute stream

@@ -64,13 +64,12 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Wi
   return loss_sum;
 }
 
-double PipelineEngine::evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward) {
+double PipelineEngine::evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const Windows& windows,
+                                const Forward& forward) {
   torch::NoGradGuard no_grad;
   Axis& pp = grid_.pp();
-  double most = static_cast<double>(rows);
-  grid_.dp().blocking_max(&most, 1, "validation rows");
   double sum = 0.0;
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(most); i += micro_batch) {
+  for (std::int64_t i = 0; i < padded_rows; i += micro_batch) {
     const bool padding = i >= rows;  // this rank's rows are done; its dp peers' are not
     const int n = padding ? 1 : static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
     torch::Tensor batch, x;  // (n, T+1) windows; x: (n, T) ids or (n, T, C) activations

@@ -282,11 +282,15 @@ void allocate_storage(const torch::Tensor& t) {
 
 }  // namespace
 
-std::size_t Reducer::bucket_of_unit(int unit) const {
+std::ptrdiff_t Reducer::find_unit(int unit) const {
   const auto u = static_cast<std::size_t>(unit);
-  if (unit < 0 || u >= unit_bucket_.size() || unit_bucket_[u] < 0)
-    throw std::logic_error("Reducer: the model used unit " + std::to_string(unit) + ", which it did not declare");
-  return static_cast<std::size_t>(unit_bucket_[u]);
+  return unit < 0 || u >= unit_bucket_.size() ? -1 : unit_bucket_[u];
+}
+
+std::size_t Reducer::bucket_of_unit(int unit) const {
+  const std::ptrdiff_t b = find_unit(unit);
+  if (b < 0) throw std::logic_error("Reducer: the model used unit " + std::to_string(unit) + ", which it did not declare");
+  return static_cast<std::size_t>(b);
 }
 
 void Reducer::start_gather(std::size_t b) {
@@ -313,11 +317,8 @@ void Reducer::free_parameters(std::size_t b) {
 }
 
 void Reducer::prefetch(int unit) {
-  if (!prefetch_ || unit < 0 || static_cast<std::size_t>(unit) >= unit_bucket_.size() ||
-      unit_bucket_[static_cast<std::size_t>(unit)] < 0)
-    return;
-  const auto b = static_cast<std::size_t>(unit_bucket_[static_cast<std::size_t>(unit)]);
-  if (held_[b] == Held::Freed) start_gather(b);
+  const std::ptrdiff_t b = find_unit(unit);  // none past either end, or where this stage lacks it
+  if (prefetch_ && b >= 0 && held_[static_cast<std::size_t>(b)] == Held::Freed) start_gather(static_cast<std::size_t>(b));
 }
 
 void Reducer::gather(int unit) {

@@ -33,45 +33,25 @@ std::string load_error(const Config& c, MPI_Comm comm) {
 
 TEST_CASE("resume is bit-exact, inside the warmup and at its end", "[np2]") {
   const auto dir = shared_dir("resume");
-  Log quiet(false);
-  Trainer straight(tiny(dir, 8, 4), MPI_COMM_WORLD, quiet, 1.0);
-  const auto full = straight.run();
-  REQUIRE(full.losses.size() == 8);
   for (int k : {2, 4}) {
     CAPTURE(k);
-    Config first = tiny(dir, k, 4);
-    first.checkpoint.dir = dir + "/ckpt-" + std::to_string(k);
-    Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
-    Config second = tiny(dir, 8, 4);
-    second.checkpoint.dir = first.checkpoint.dir;
-    second.checkpoint.resume = {Resume::Mode::Auto, ""};
-    Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
-    REQUIRE(resumed.start_step() == k);
-    check_continues(resumed, full, straight);
+    check_resume([&](int steps) {
+      Config c = tiny(dir, steps, 4);
+      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k);
+      return c;
+    }, k, 8);
   }
 }
 
 TEST_CASE("resume with 1-bit Adam after its freeze is bit-exact (error feedback restored)", "[np2]") {
   const auto dir = shared_dir("resume-onebit");
-  Log quiet(false);
-  auto config = [&](int steps) {
+  check_resume([&](int steps) {
     Config c = tiny(dir, steps, 4);
     c.optim.type = OptimizerType::OnebitAdam;
     c.optim.freeze_step = 2;
     c.checkpoint.dir = dir + "/ckpt";
     return c;
-  };
-  Config straight_cfg = config(8);
-  straight_cfg.checkpoint.dir = "none";
-  Trainer straight(straight_cfg, MPI_COMM_WORLD, quiet, 1.0);
-  const auto full = straight.run();
-  Trainer(config(5), MPI_COMM_WORLD, quiet, 1.0).run();
-  Config second = config(8);
-  second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
-  REQUIRE(resumed.start_step() == 5);
-  REQUIRE(full.losses.size() == 8);
-  check_continues(resumed, full, straight);
+  }, 5, 8);
 }
 
 TEST_CASE("a checkpoint saved at dp = 4 loads at dp = 2 and dp = 1 and training continues", "[np4]") {

@@ -97,21 +97,13 @@ TEST_CASE("ZeRO stage 3 validates with fewer windows on one dp rank than on anot
 
 TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
   const auto dir = shared_dir("zero-resume");
-  Log quiet(false);
   for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
-    Trainer straight(zero_config(dir, 8, stage), MPI_COMM_WORLD, quiet, 1.0);
-    const auto full = straight.run();
-    Config first = zero_config(dir, 4, stage);
-    first.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
-    run(first);
-    Config second = zero_config(dir, 8, stage);
-    second.checkpoint.dir = first.checkpoint.dir;
-    second.checkpoint.resume = {Resume::Mode::Auto, ""};
-    Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
-    REQUIRE(resumed.start_step() == 4);
-    REQUIRE(full.losses.size() == 8);
-    check_continues(resumed, full, straight);
+    check_resume([&](int steps) {
+      Config c = zero_config(dir, steps, stage);
+      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
+      return c;
+    }, 4, 8);
   }
 }
 

@@ -59,12 +59,21 @@ bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch:
   return true;
 }
 
-void check_continues(Trainer& resumed, const RunResult& full, Trainer& straight) {
-  const auto k = static_cast<std::size_t>(resumed.start_step());
+void check_resume(const std::function<Config(int steps)>& config, int stop, int total) {
+  Log quiet(false);
+  Config whole = config(total);
+  whole.checkpoint.dir = "none";
+  Trainer straight(whole, MPI_COMM_WORLD, quiet, 1.0);
+  const auto full = straight.run();
+  Trainer(config(stop), MPI_COMM_WORLD, quiet, 1.0).run();
+  Config second = config(total);
+  second.checkpoint.resume = {Resume::Mode::Auto, ""};
+  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+  REQUIRE(resumed.start_step() == stop);
+  REQUIRE(full.losses.size() == static_cast<std::size_t>(total));
   const auto rest = resumed.run();
-  REQUIRE(k <= full.losses.size());
-  REQUIRE(rest.losses.size() == full.losses.size() - k);
-  for (std::size_t s = k; s < full.losses.size(); ++s) CHECK(rest.losses[s - k] == full.losses[s]);
+  REQUIRE(rest.losses.size() == static_cast<std::size_t>(total - stop));
+  for (int s = stop; s < total; ++s) CHECK(rest.losses[static_cast<std::size_t>(s - stop)] == full.losses[static_cast<std::size_t>(s)]);
   CHECK(bitwise_equal(snapshot(resumed), snapshot(straight)));
 }
 

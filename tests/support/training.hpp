@@ -1,6 +1,7 @@
 // Small training runs for MPI tests: a shared scratch corpus, a tiny GPT config, and bitwise
 // comparison of model + optimizer state.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,10 @@ Config tiny(const std::string& dir, int steps, int global_batch);
 /// Copies of every parameter and optimizer state tensor.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
-/// Runs `resumed` to its end and checks that it continues `straight` (whose run returned `full`)
-/// bit for bit: the same loss at every step from its start step on, the same final parameters
-/// and optimizer state.
-void check_continues(Trainer& resumed, const RunResult& full, Trainer& straight);
+/// Trains config(total) straight (no checkpoints), config(stop) into its checkpoint.dir, then
+/// config(total) resumed from there (checkpoint.resume = auto), and checks that the resumed run
+/// starts at `stop` and continues the straight one bit for bit: the same loss at every step from
+/// `stop` on, the same final parameters and optimizer state. Collective over world.
+void check_resume(const std::function<Config(int steps)>& config, int stop, int total);
 
 }  // namespace gridtrain::test

@@ -87,6 +87,7 @@ class Trainer {
   std::unique_ptr<WindowPrefetcher> windows_;  // keyed by the step's first global sample
   std::vector<std::uint64_t> val_starts_;  // this dp rank's share of the validation subset
   std::size_t val_total_ = 0;
+  std::int64_t val_rows_max_ = 0;          // the most validation windows a dp rank has
   int vocab_ = 0;
   std::shared_ptr<LanguageModel> model_;
   std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm

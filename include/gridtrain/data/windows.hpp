@@ -20,32 +20,35 @@ namespace gridtrain {
 /// caching host allocator keeps the buffer until the copy is done).
 torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill);
 
-/// A step's training windows, loaded ahead on a background thread: prefetch(first) asks for a
-/// later step's samples while this step computes, and get(first) takes them (host windows,
-/// pinned on a GPU and copied to the device without blocking the host). fill runs on the loader
-/// thread only, so it needs no locking of its own. One step's windows are samples
-/// first .. first+rows−1 (of the numbering fill takes).
+/// A step's training windows, loaded ahead on a background thread: get(first) takes this step's
+/// batch (host windows, pinned on a GPU and copied to the device without blocking the host) and
+/// asks the loader thread for the next `depth` steps' batches, which it reads while this step
+/// computes. fill runs on the loader thread only, so it needs no locking of its own. One step's
+/// windows are samples first .. first+rows−1 (of the numbering fill takes); the next step's start
+/// at first + stride.
 class WindowPrefetcher {
  public:
   /// fill(sample, out) writes the T+1 tokens of sample `sample` into out. depth: batches kept
   /// ready ahead (data.prefetch); 0 loads each batch on the calling thread when get() asks.
+  /// stride: samples from one step's first to the next's (the global batch).
   WindowPrefetcher(int rows, int T, torch::Device device, std::function<void(std::uint64_t, std::int64_t*)> fill,
-                   int depth);
+                   int depth, std::uint64_t stride);
   ~WindowPrefetcher();
   /// (rows, T+1) windows of samples first..: the prefetched ones when they were asked for, else
-  /// loaded now. Rethrows what fill threw on the loader thread.
+  /// loaded now; then asks for the next depth steps'. The same first again (an out-of-memory
+  /// retry) returns the same tensor. Rethrows what fill threw on the loader thread.
   torch::Tensor get(std::uint64_t first);
-  /// Asks for samples first.. to be loaded ahead, if fewer than depth batches are waiting.
-  void prefetch(std::uint64_t first);
 
  private:
   torch::Tensor load(std::uint64_t first) const;  // (rows, T+1) host windows
+  void ask(std::uint64_t first, bool next);       // to the loader's queue (front: next), unless known; under mutex_
   void loader();
 
   int rows_, T_;
   torch::Device device_;
   std::function<void(std::uint64_t, std::int64_t*)> fill_;
   std::size_t depth_;
+  std::uint64_t stride_;
   std::uint64_t current_first_ = 0;
   torch::Tensor current_;  // this step's windows on the device (an out-of-memory retry reuses them)
   // The loader thread's work: asked for, being filled, filled (by first sample).

@@ -45,10 +45,12 @@ class PipelineEngine {
   torch::Tensor train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward, Reducer& reducer,
                double loss_scale);
   /// Forward only over `rows` windows in micro-batches of micro_batch (validation). Returns on
-  /// the last stage the summed loss over rows·T tokens (nats), 0 elsewhere. Collective over dp:
-  /// a rank with fewer rows than another dp rank runs as many forwards, the extra ones on a
-  /// window of token 0 whose loss is dropped (ZeRO stage 3 all-gathers inside each forward).
-  double evaluate(std::int64_t rows, int micro_batch, const Windows& windows, const Forward& forward);
+  /// the last stage the summed loss over rows·T tokens (nats), 0 elsewhere. Runs the forwards of
+  /// padded_rows >= rows (the most any dp rank has), the extra ones on a window of token 0 whose
+  /// loss is dropped: every dp rank makes the same collectives (ZeRO stage 3 all-gathers inside
+  /// each forward).
+  double evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const Windows& windows,
+                  const Forward& forward);
   /// Sums the tied embedding's gradient over the first and the last stage in place (pp > 1; a
   /// no-op elsewhere). grad: this stage's, contiguous fp32: the embedding's .grad, or under ZeRO
   /// this rank's piece of it (the same elements on both stages). Run even after an

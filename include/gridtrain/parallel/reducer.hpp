@@ -186,7 +186,8 @@ class Reducer : public ParameterGather {
   void free_parameters(std::size_t bucket);    // waits for an all-gather in flight first
   void prefetch(int unit);                     // starts its all-gather if it is freed
   void before_backward(int unit);
-  std::size_t bucket_of_unit(int unit) const;
+  std::ptrdiff_t find_unit(int unit) const;     // its bucket, or -1 where this rank has no such unit
+  std::size_t bucket_of_unit(int unit) const;  // throws std::logic_error for an undeclared unit
   void note_peaks();
   std::int64_t shard_size(std::size_t bucket) const { return bucket_numel_[bucket] / dp_.size(); }
   /// ZeRO: [lo, hi) of parameter i's bucket that lies in this rank's shard (lo = hi: none of it).
