@@ -33,6 +33,7 @@ endif()
 
 find_package(Boost 1.71 REQUIRED COMPONENTS program_options)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of prepared corpora
+find_package(ZLIB REQUIRED)  # gzipped IDX image sets (prepare idx)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 # SentencePiece (Google's C++ library; Debian libsentencepiece-dev): prepare --tokenizer

@@ -10,6 +10,7 @@
 #include "gridtrain/checkpoint/inspect.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/prepare.hpp"
+#include "gridtrain/data/prepare_idx.hpp"
 #include "gridtrain/default_deck.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/process_setup.hpp"
@@ -27,6 +28,8 @@ constexpr const char* kUsage =
     "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
     "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
     "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N]\n"
+    "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5\n"
+    "                                                                 image set from IDX files (.gz or not)\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain generate CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                     [--device cpu|cuda]                         sample text from a checkpoint (one rank)\n"
@@ -40,7 +43,34 @@ std::string read_deck(const std::string& path) {
   return ss.str();
 }
 
-int prepare_main(const std::vector<std::string>& args, Log& log) {
+// Parses `prepare <format>`'s options (args after the format) into vm; errors carry the usage.
+void parse_prepare(const std::vector<std::string>& args, const po::options_description& desc, po::variables_map& vm) {
+  try {
+    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
+  }
+}
+
+int prepare_idx_main(const std::vector<std::string>& args, Log& log) {
+  IdxOptions o;
+  po::options_description desc("gridtrain prepare idx");
+  desc.add_options()("images", po::value(&o.images)->required(), "training images (IDX, .gz or not)")(
+      "labels", po::value(&o.labels)->required(), "training labels (IDX)")(
+      "test-images", po::value(&o.test_images)->required(), "test images (IDX)")(
+      "test-labels", po::value(&o.test_labels)->required(), "test labels (IDX)")(
+      "output", po::value(&o.output)->required(), "HDF5 file to write");
+  po::variables_map vm;
+  parse_prepare(args, desc, vm);
+  const IdxReport r = prepare_idx(o, MPI_COMM_WORLD);
+  log.print("Wrote " + o.output + ": " + std::to_string(r.train) + " train + " + std::to_string(r.test) +
+            " test images (" + std::to_string(r.channels) + "x" + std::to_string(r.height) + "x" + std::to_string(r.width) +
+            "), " + std::to_string(r.classes) + " classes, sha256 " + r.sha256 + "\n");
+  return 0;
+}
+
+int prepare_text_main(const std::vector<std::string>& args, Log& log) {
   PrepareOptions o;
   po::options_description desc("gridtrain prepare text");
   desc.add_options()("input", po::value(&o.input)->required(), "text file to tokenize")(
@@ -52,13 +82,7 @@ int prepare_main(const std::vector<std::string>& args, Log& log) {
       "train-tokenizer", "sentencepiece: train a model on the input first")(
       "vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "pieces of the model --train-tokenizer trains");
   po::variables_map vm;
-  try {
-    if (args.empty() || args.front() != "text") throw Error("prepare: expected `prepare text`; known formats: text");
-    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
-  }
+  parse_prepare(args, desc, vm);
   const bool train = vm.count("train-tokenizer") > 0, model = vm.count("sp-model") > 0;
   if (train && model) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
   if (!vm["vocab-size"].defaulted() && !train) throw Error("prepare: --vocab-size is for --train-tokenizer");
@@ -73,6 +97,12 @@ int prepare_main(const std::vector<std::string>& args, Log& log) {
             r.tokenizer + ", vocab " + std::to_string(r.vocab_size) + ") from " + std::to_string(r.source_bytes) +
             " bytes, sha256 " + r.sha256 + "\n");
   return 0;
+}
+
+int prepare_main(const std::vector<std::string>& args, Log& log) {
+  if (!args.empty() && args.front() == "text") return prepare_text_main(args, log);
+  if (!args.empty() && args.front() == "idx") return prepare_idx_main(args, log);
+  throw Error("prepare: expected `prepare text` or `prepare idx`; known formats: text, idx\n" + std::string(kUsage));
 }
 
 int generate_main(const std::vector<std::string>& args, Log& log) {

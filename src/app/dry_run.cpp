@@ -7,9 +7,10 @@
 
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/app/launch_plan.hpp"
+#include "gridtrain/app/samples.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/util/error.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {
@@ -75,15 +76,16 @@ constexpr int kColumns = 8;
 }  // namespace
 
 int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
-  int vocab = 0;
-  agree(world, [&] { vocab = vocab_of(cfg); });
+  DataShape data;
+  if (cfg.model.type == ModelType::Cnn) data = load_samples(cfg, world)->shape();  // the image set's metadata
+  else agree(world, [&] { data.vocab_size = vocab_of(cfg); });
   int world_size = 1;
   MPI_Comm_size(world, &world_size);
   const LaunchPlan plan = plan_launch(cfg, world_size, /*resolve_device=*/false);
   const GridShape g = plan.shape;
   Grid grid(world, g, cfg.comm.timeout_s);
   const ModelLayout layout = model_layout(plan, grid);
-  const auto model = plan_model(cfg, vocab, layout);  // this rank's part, counted without building it
+  const auto model = plan_model(cfg, data, layout);  // this rank's part, counted without building it
   const int M = plan.accumulation;
   const int elem = cfg.precision.type == Precision::Fp32 ? 4 : 2;
   const bool gpipe = cfg.train.schedule == PipelineSchedule::GPipe;
@@ -92,7 +94,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
-  const double two_units = 2 * 4 * n / static_cast<double>(layout.layers + 3);  // stage 3: blocks, wte, wpe, ln_f
+  const double two_units = 2 * 4 * n / model->units();  // stage 3: the one in use and the next
   double row[kColumns] = {n,
                           (zero == 3 ? 4 * n / g.dp + two_units : 4 * n) / mib,
                           (zero == 3 ? 4 * n / g.dp + two_units : 4 * n + (zero > 0 ? 4 * n / g.dp : 0.0)) / mib,
@@ -131,11 +133,10 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                   v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     text += line;
   }
-  const double flops = model->flops_per_token() * cfg.train.global_batch * cfg.model.block_size;
-  std::snprintf(line, sizeof line,
-                "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; 6N + 12LCT per "
-                "token)\n",
-                g.size(), worst, flops, flops / g.size());
+  const double flops = model->flops_per_item() * cfg.train.global_batch * static_cast<double>(model->items_per_sample());
+  std::snprintf(line, sizeof line, "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)\n",
+                g.size(), worst, flops, flops / g.size(),
+                cfg.model.type == ModelType::Gpt ? "6N + 12LCT per token" : "3 x 2 MACs per image");
   log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], optimizer_bytes_per_param(cfg.optim.type), g.dp) : ""));
   return 0;
 }

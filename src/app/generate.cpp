@@ -5,7 +5,7 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/tokenizer.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 
@@ -24,12 +24,15 @@ std::int64_t sample_next(torch::Tensor logits, double temperature, int top_k, at
 }
 
 // The model of the checkpoint's deck, whole, with the checkpoint's weights; and its tokenizer.
-std::pair<std::shared_ptr<LanguageModel>, std::unique_ptr<Tokenizer>> load_model(const std::string& path) {
+std::pair<std::shared_ptr<Model>, std::unique_ptr<Tokenizer>> load_model(const std::string& path) {
   auto file = CheckpointFile::open(path, MPI_COMM_SELF);
   file.check_header();
   const Config cfg = parse_config(h5_read_attr_string(file.root(), "deck"), path + " (its deck)", {});
+  if (cfg.model.type != ModelType::Gpt)
+    throw Error(path + ": a " + name_of(cfg.model.type) + " checkpoint; generate samples text from language models "
+                "(model.type = gpt)");
   const auto vocab = file.shape_of("/model/wte.weight").at(0);
-  auto model = make_model(cfg, static_cast<int>(vocab));
+  auto model = make_model(cfg, DataShape{static_cast<int>(vocab)});
   torch::NoGradGuard no_grad;
   for (auto& p : model->named_parameters(true)) {
     const std::vector<hsize_t> shape(p.value().sizes().begin(), p.value().sizes().end());
@@ -48,7 +51,7 @@ std::string generate_text(const GenerateOptions& o) {
   if (o.prompt.empty()) throw Error("generate: --prompt is empty; give at least one character");
   if (o.max_new_tokens < 0 || o.temperature < 0 || o.top_k < 0)
     throw Error("generate: --max-new-tokens, --temperature and --top-k must be >= 0");
-  std::shared_ptr<LanguageModel> model;
+  std::shared_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   try {
     std::tie(model, tokenizer) = load_model(o.checkpoint);

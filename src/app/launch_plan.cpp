@@ -16,6 +16,9 @@ using Problems = std::vector<std::string>;
 
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
+  if (c.model.type == ModelType::Cnn && (s.tp > 1 || s.pp > 1))
+    out.push_back("model.type = cnn is data parallel only, but grid.tp = " + std::to_string(s.tp) + " and grid.pp = " +
+                  std::to_string(s.pp) + "; valid: grid.tp = grid.pp = 1 (scale it with dp and optim.zero_stage)");
   if (c.model.n_head % s.tp != 0)
     out.push_back("model.n_head = " + std::to_string(c.model.n_head) + " is not divisible by grid.tp = " +
                   std::to_string(s.tp) + "; tensor parallelism splits the attention heads");

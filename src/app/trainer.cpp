@@ -9,6 +9,7 @@
 #include "gridtrain/app/peak.hpp"
 #include "gridtrain/app/sync_check.hpp"
 #include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/data/sampler.hpp"
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/output/thermo.hpp"
@@ -37,9 +38,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   guard_ = std::make_unique<StepGuard>(cfg_, grid_->all(), plan_.shape.dp, cfg_.train.micro_batch,
                                        plan_.accumulation, log_);
   describe_setup();
-  checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_,
-                                                 CorpusId{data_.sha256, data_.train.size(), data_.val.size(), data_.tokenizer,
-                                                          data_.tokenizer_model});
+  checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_, samples_->id());
   if (auto path = checkpointer_->resume_path()) {
     const WholeParameters whole(*reducer_, /*adopt=*/true);  // ZeRO stage 3: loaded whole, then sharded
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
@@ -52,40 +51,28 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
 Trainer::~Trainer() = default;
 
 void Trainer::load_data() {
-  const std::string hint = "Prepare the KJV corpus with: bible -f \"Genesis 1:1-Revelation 22:21\" > data/kjv.txt && "
-                           "gridtrain prepare text --input data/kjv.txt --output " + cfg_.data.path +
-                           " (or run scripts/prepare-kjv)";
-  data_ = load_tokens(cfg_.data.path, grid_->comm(), static_cast<std::size_t>(cfg_.model.block_size) + 1, hint);
-  vocab_ = cfg_.model.vocab_size > 0 ? cfg_.model.vocab_size : data_.vocab_size;
-  if (vocab_ < data_.vocab_size)
-    throw Error("model.vocab_size = " + std::to_string(vocab_) + " is smaller than the dataset's vocab_size = " +
-                std::to_string(data_.vocab_size) + " (" + cfg_.data.path + "); valid: 0 (auto) or >= " +
-                std::to_string(data_.vocab_size));
-  sampler_ = std::make_unique<Sampler>(data_.train.size(), cfg_.model.block_size, cfg_.train.seed);
+  samples_ = load_samples(cfg_, grid_->comm());
   // This dp rank's share of a step that starts at global sample i: rows samples from i + rank·rows
   // (micro-batch × accumulation, constant through out-of-memory back-offs).
   const int rows = cfg_.train.global_batch / plan_.shape.dp;
   const auto mine = static_cast<std::uint64_t>(grid_->dp().rank() * rows);
-  auto fill = [this, mine](std::uint64_t i, std::int64_t* out) {
-    copy_window(data_.train, sampler_->window_start(mine + i), cfg_.model.block_size, out);
-  };
-  windows_ = std::make_unique<WindowPrefetcher>(rows, cfg_.model.block_size, device_, fill, cfg_.data.prefetch,
+  auto fill = [this, mine](std::uint64_t i, std::int64_t* out) { samples_->train_row(mine + i, out); };
+  windows_ = std::make_unique<WindowPrefetcher>(rows, samples_->width(), device_, fill, cfg_.data.prefetch,
                                                 static_cast<std::uint64_t>(cfg_.train.global_batch));
-  const auto all_val = validation_starts(data_.val.size(), cfg_.model.block_size, cfg_.train.eval_samples);
+  const auto all_val = samples_->validation(cfg_.train.eval_samples);
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))
     log_.print("Validation: train.eval_samples = " + std::to_string(cfg_.train.eval_samples) + " exceeds the " +
-               std::to_string(val_total_) + " windows of " + std::to_string(cfg_.model.block_size + 1) +
-               " tokens in /val/tokens; each pass uses all of them once\n");
+               std::to_string(val_total_) + " validation samples there are; each pass uses all of them once\n");
   const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
-  val_starts_.assign(all_val.begin() + vb, all_val.begin() + ve);
-  double most = static_cast<double>(val_starts_.size());  // the first total % dp ranks have one more
-  grid_->dp().blocking_max(&most, 1, "validation windows");
+  val_ids_.assign(all_val.begin() + vb, all_val.begin() + ve);
+  double most = static_cast<double>(val_ids_.size());  // the first total % dp ranks have one more
+  grid_->dp().blocking_max(&most, 1, "validation samples");
   val_rows_max_ = static_cast<std::int64_t>(most);
 }
 
 void Trainer::build_model() {
-  model_ = make_model(cfg_, vocab_, model_layout(plan_, *grid_));
+  model_ = make_model(cfg_, samples_->shape(), model_layout(plan_, *grid_));
   model_->initialize(cfg_.train.seed);  // on the host, so that every device starts from the same bits
   model_->to(device_);
   std::vector<NamedParameter> named;
@@ -117,21 +104,24 @@ void Trainer::build_model() {
 }
 
 void Trainer::describe_setup() const {
+  const ModelPlan& m = model_->plan();
   log_.print(grid_->describe() + ", device " + device_.str() + "\n");
-  log_.print(std::string("Model: ") + name_of(cfg_.model.type) + ", attention " +
-             (fused_attention(cfg_) ? "sdpa" : "math") + ", " + fmt("%.4g", model_->flops_per_token()) +
-             " FLOPs/token (6N + 12LCT); layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " +
-             comma_list(plan_.stage_layers) + "; parameters per rank " +
+  const std::string kind = cfg_.model.type == ModelType::Gpt
+                               ? std::string(", attention ") + (fused_attention(cfg_) ? "sdpa" : "math") + ", " +
+                                     fmt("%.4g", m.flops_per_item()) + " FLOPs/token (6N + 12LCT); layers per stage " +
+                                     show_key(cfg_, "grid.stage_layers") + " = " + comma_list(plan_.stage_layers)
+                               : ", channels " + comma_list(cfg_.model.channels) + ", " + fmt("%.4g", m.flops_per_item()) +
+                                     " FLOPs/image";
+  log_.print(std::string("Model: ") + name_of(cfg_.model.type) + kind + "; parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->all()) + "\n");
-  log_.print("Data: " + cfg_.data.path + (data_.files.size() > 1 ? " (" + std::to_string(data_.files.size()) + " shards)" : "") +
-             ": " + std::to_string(data_.train.size()) + " train / " +
-             std::to_string(data_.val.size()) + " val tokens, vocab " + std::to_string(vocab_) + ", " +
-             std::to_string(sampler_->windows()) + " windows per epoch, source sha256 " +
-             (data_.sha256.empty() ? "unknown" : data_.sha256.substr(0, 16)) + "\n");
+  log_.print("Data: " + samples_->describe() + "\n");
+  const std::string sample = cfg_.model.type == ModelType::Gpt
+                                 ? "sequences of " + std::to_string(cfg_.model.block_size) + " tokens"
+                                 : std::string("images");
   log_.print("Batch: global " + std::to_string(cfg_.train.global_batch) + " = micro " +
              std::to_string(cfg_.train.micro_batch) + " x dp " + std::to_string(plan_.shape.dp) + " x accumulation " +
-             std::to_string(plan_.accumulation) + " sequences of " + std::to_string(cfg_.model.block_size) +
-             " tokens; " + std::to_string(reducer_->bucket_count()) + " gradient bucket(s)\n");
+             std::to_string(plan_.accumulation) + " " + sample + "; " + std::to_string(reducer_->bucket_count()) +
+             " gradient bucket(s)\n");
   log_.print("LR: peak " + fmt("%.4g", schedule_.peak()) + ", lr(0) = " + fmt("%.4g", schedule_(0)) + "\n");
   log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, fp32 weights and optimizer state" +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
@@ -147,20 +137,53 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
   };
 }
 
-// Validation through the pipeline (forward only); the last stage's tp rank 0 counts the loss.
-double Trainer::evaluate() {
-  const int T = cfg_.model.block_size;
-  auto windows = [this, T](std::int64_t first, int rows) {
-    return token_windows(rows, T, device_, [&](int b, std::int64_t* out) {
-      copy_window(data_.val, val_starts_[static_cast<std::size_t>(first + b)], T, out);
-    });
+// Validation through the pipeline (forward only); the last stage's tp rank 0 counts the sums.
+Trainer::Validation Trainer::evaluate() {
+  struct EvalMode {  // batch norm normalises with its running statistics, and leaves them be
+    Model& m;
+    explicit EvalMode(Model& model) : m(model) { m.eval(); }
+    ~EvalMode() { m.train(); }
+  } eval_mode(*model_);
+  const int width = samples_->width();
+  const auto rows = static_cast<std::int64_t>(val_ids_.size());
+  auto windows = [&](std::int64_t first, int n) {
+    return model_->split(sample_rows(n, width, device_, [&](int b, std::int64_t* out) {
+      if (first >= rows) std::fill(out, out + width, 0);  // a padding forward's row: its sums are dropped
+      else samples_->val_row(val_ids_[static_cast<std::size_t>(first + b)], out);
+    }));
   };
-  const auto rows = static_cast<std::int64_t>(val_starts_.size());
-  const double loss = engine_->evaluate(rows, val_rows_max_, guard_->micro_batch(), windows, stage_forward(-1));
+  auto forward = [this](const torch::Tensor& x, const torch::Tensor& targets) {
+    AutocastGuard autocast(cfg_.precision.type, device_);
+    auto y = model_->stage_forward(x);
+    return targets.defined() ? model_->head_sums(y, targets) : y;
+  };
+  const auto sums = engine_->evaluate(rows, val_rows_max_, guard_->micro_batch(), windows, forward);
   const bool counts = model_->last_stage() && grid_->tp().rank() == 0;
-  double sums[2] = {counts ? loss : 0.0, counts ? static_cast<double>(rows) * T : 0.0};  // nats, tokens
-  grid_->all().blocking_sum(sums, 2, "validation loss");
-  return sums[0] / sums[1];
+  // nats, correct predictions, items
+  double total[3] = {counts && !sums.empty() ? sums[0] : 0.0, counts && sums.size() > 1 ? sums[1] : 0.0,
+                     counts ? static_cast<double>(rows * model_->plan().items_per_sample()) : 0.0};
+  grid_->all().blocking_sum(total, 3, "validation sums");
+  Validation v{total[0] / total[2], std::nullopt};
+  if (model_->classifier()) v.accuracy = total[1] / total[2];
+  return v;
+}
+
+// Batch-norm running statistics: each dp replica's EMA of its own micro-batches' statistics,
+// averaged so that the replicas stay equal (an average of EMAs is the EMA of the averages).
+void Trainer::average_replica_state() {
+  const auto state = model_->replica_state();
+  if (state.empty() || grid_->dp().size() == 1) return;
+  std::vector<torch::Tensor> flat;
+  for (const auto& [name, t] : state) flat.push_back(t.reshape({-1}));
+  auto all = torch::cat(flat);
+  grid_->dp().allreduce_sum(all.data_ptr<float>(), static_cast<std::size_t>(all.numel()), "batch-norm statistics").wait();
+  all.div_(grid_->dp().size());
+  std::int64_t at = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : state) {
+    t.copy_(all.narrow(0, at, t.numel()).view_as(t));
+    at += t.numel();
+  }
 }
 
 // {loss, Σ ||g||² over counted_} to the host: the step's one device→host copy. Summed over the
@@ -191,7 +214,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   const double tp_wait = tp.wait_s();
   reducer_->zero_grad(optimizer_->owns_communication());
   timer_.stamp();
-  torch::Tensor batch;  // (rows, T+1): this dp rank's windows of the step (first and last stage)
+  torch::Tensor batch;  // (rows, width): this dp rank's samples of the step (first and last stage)
   if (model_->first_stage() || model_->last_stage()) batch = windows_->get(sample_index_);  // asks for the next ones
   timer_.stamp(Section::Data);
   StepReport mine;
@@ -199,10 +222,10 @@ Verdict Trainer::train_step(long long s, double lr) {
   try {
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     const double state = cfg_.debug.alloc_limit_mb > 0 ? state_bytes().peak() : 0.0;
-    if (faults_.over_memory_budget(model_->activation_bytes(guard_->micro_batch(), elem) + state, grid_->all()))
+    if (faults_.over_memory_budget(model_->plan().activation_bytes(guard_->micro_batch(), elem) + state, grid_->all()))
       throw std::bad_alloc();
     const SyncCheck no_sync(cfg_.debug.sync_check);
-    auto windows = [&batch](std::int64_t first, int rows) { return batch.narrow(0, first, rows); };
+    auto windows = [&](std::int64_t first, int rows) { return model_->split(batch.narrow(0, first, rows)); };
     loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), windows, stage_forward(s), *reducer_,
                           guard_->loss_scale());
   } catch (const std::bad_alloc&) {
@@ -231,6 +254,7 @@ Verdict Trainer::train_step(long long s, double lr) {
     optimizer_->step(lr);
     reducer_->gather_parameters();  // ZeRO: every rank's updated shard to every rank
   }
+  average_replica_state();  // a skipped step's forwards updated them too
   timer_.stamp(Section::Optim);
   return v;
 }
@@ -243,11 +267,12 @@ RunResult Trainer::run() {
                std::to_string(steps) + "\n");
     return r;
   }
-  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_);
+  const ModelPlan& m = model_->plan();
+  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier());
   double peak = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
   grid_->all().blocking_sum(&peak, 1, "peak FLOP/s");
-  const double tokens_per_step = static_cast<double>(cfg_.train.global_batch) * cfg_.model.block_size;
-  Throughput throughput(tokens_per_step, model_->flops_per_token() * tokens_per_step, peak);
+  const double items_per_step = static_cast<double>(cfg_.train.global_batch) * static_cast<double>(m.items_per_sample());
+  Throughput throughput(items_per_step, m.flops_per_item() * items_per_step, peak);
   timer_.reset();
   for (long long s = start_step_; s < steps; ++s) {
     faults_.stall(s);
@@ -265,7 +290,7 @@ RunResult Trainer::run() {
     throughput.step();
 
     const bool last = s + 1 == steps;
-    std::optional<double> val;
+    std::optional<Validation> val;
     if (last || (cfg_.train.eval_interval > 0 && (s + 1) % cfg_.train.eval_interval == 0)) {
       const Stopwatch eval;
       val = evaluate();
@@ -274,17 +299,21 @@ RunResult Trainer::run() {
     }
     if (last || s == 0 || (s + 1) % cfg_.output.thermo == 0 || val) {
       const auto rate = throughput.interval();
-      thermo.write({s + 1, v.loss, val, lr, v.norm, rate.tokens_per_s, rate.step_ms, rate.mfu, step_bytes,
-                    guard_->loss_scale(), guard_->skipped_nonfinite() + guard_->skipped_outliers()});
+      thermo.write({s + 1, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt,
+                    lr, v.norm, rate.tokens_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
+                    guard_->skipped_nonfinite() + guard_->skipped_outliers()});
       timer_.stamp(Section::Output);
     }
-    if (last) r.final_val_loss = val;
+    if (last && val) {
+      r.final_val_loss = val->loss;
+      r.final_val_accuracy = val->accuracy;
+    }
 
     const int sig = agree_stop_signal(grid_->all());
     const bool stop = sig != 0 && !last;  // a signal on the last step changes nothing: the run is complete
     if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled())) {
       const WholeParameters whole(*reducer_);  // ZeRO stage 3
-      checkpointer_->save(s + 1, sample_index_, sampler_->epoch(sample_index_), *model_, *optimizer_,
+      checkpointer_->save(s + 1, sample_index_, samples_->epoch(sample_index_), *model_, *optimizer_,
                           guard_->state());
     }
     timer_.stamp(Section::Checkpoint);
@@ -325,7 +354,9 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   r.mfu = rate.mfu;
   r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
   r.loss_scale = guard_->loss_scale();
-  const RunCounters counters{peak_gflops_, peak_source_, bytes_sent_, cuda_device_, val_total_, state_bytes()};
+  const ModelPlan& m = model_->plan();
+  const RunCounters counters{peak_gflops_, peak_source_, bytes_sent_, cuda_device_, val_total_, state_bytes(), m.item(),
+                             static_cast<double>(m.items_per_sample())};
   print_summary(r, counters, cfg_, timer_, *reducer_, *checkpointer_, *guard_, *grid_, log_);
 }
 

@@ -17,7 +17,7 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/grid/grid.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/files.hpp"
@@ -143,12 +143,16 @@ std::string Checkpointer::file_name(long long step) const {
 // every rank, since collective HDF5 calls must match), with this rank's local tensor where it
 // holds one. Collective the first time (each rank contributes the names and global shapes it
 // knows); the model and optimizer keep their tensors, so later calls reuse the list.
-const std::vector<Checkpointer::Entry>& Checkpointer::entries(LanguageModel& model, Optimizer& opt) {
+const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Optimizer& opt) {
   if (!entries_.empty()) return entries_;
   std::map<std::string, Entry> all;
   for (const auto& p : model.named_parameters(true)) {
     const auto spec = model.shard(p.key());
     all["/model/" + p.key()] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, p.value(), spec};
+  }
+  for (const auto& [name, t] : model.replica_state()) {  // batch-norm running statistics
+    const auto spec = model.shard(name);
+    all["/model/" + name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, t, spec};
   }
   for (const auto& st : opt.state()) {
     const auto spec = model.shard(st.name.substr(0, st.name.find('/')));  // "<param>/<state>"
@@ -194,7 +198,7 @@ Slab Checkpointer::slab_of(const Entry& e) const {
   return e.local.defined() ? shard_slab(e.spec, e.shape, grid_.tp().rank(), grid_.tp().size()) : Slab::none();
 }
 
-void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model,
+void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model,
                         Optimizer& opt, const TrainState& train) {
   const Stopwatch clock;
   join_writer();  // one write in flight at a time
@@ -511,7 +515,7 @@ bool Checkpointer::read_rank_state(CheckpointFile& file, Optimizer& opt) {
   return reset;
 }
 
-ResumePoint Checkpointer::load(const std::string& path, LanguageModel& model, Optimizer& opt) {
+ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer& opt) {
   ResumePoint at;
   bool reset_feedback = false;
   std::string data_note;

@@ -145,6 +145,24 @@ Key dp_key() {
   return k;
 }
 
+// A comma-separated list of per-stage counts of `unit` >= 1, "3,3,2", or the problem with it
+// (naming the item).
+std::optional<std::string> parse_counts(const std::string& text, const std::string& unit, const std::string& valid,
+                                        std::vector<int>& out) {
+  if (text.empty()) return "empty; valid: " + valid;
+  out.clear();
+  for (std::size_t begin = 0;;) {  // every item a whole decimal integer >= 1
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const auto n = parse_number<int>(item);
+    if (!n) return "'" + item + "' is not a " + unit + " count; valid: " + valid;
+    if (*n < 1) return "every stage needs at least one " + unit + ", got " + item + "; valid: " + valid;
+    out.push_back(*n);
+    if (end == text.size()) return std::nullopt;
+    begin = end + 1;
+  }
+}
+
 // grid.stage_layers: auto (stored empty) or one count >= 1 per stage, "3,3,2".
 Key stage_layers_key() {
   const std::string valid = "auto, or one layer count >= 1 per stage separated by commas, e.g. 3,3,2";
@@ -152,24 +170,29 @@ Key stage_layers_key() {
            "transformer layers per pipeline stage: auto (as even as possible, earlier stages take the extra ones) "
            "or a comma-separated count per stage, e.g. 3,3,2", valid},
           [valid](Config& c, const std::string& text) -> std::optional<std::string> {
-            if (text.empty()) return "empty; valid: " + valid;
             std::vector<int> layers;
-            for (std::size_t begin = 0; text != "auto";) {  // every item a whole decimal integer >= 1
-              const std::size_t end = std::min(text.find(',', begin), text.size());
-              const std::string item = text.substr(begin, end - begin);
-              const auto n = parse_number<int>(item);
-              if (!n) return "'" + item + "' is not a layer count; valid: " + valid;
-              if (*n < 1) return "every stage needs at least one layer, got " + item + "; valid: " + valid;
-              layers.push_back(*n);
-              if (end == text.size()) break;
-              begin = end + 1;
-            }
+            if (text != "auto")
+              if (auto problem = parse_counts(text, "layer", valid, layers)) return problem;
             c.grid.stage_layers = layers;
             return std::nullopt;
           },
           [](const Config& c) {
             return c.grid.stage_layers.empty() ? std::string("auto") : comma_list(c.grid.stage_layers);
           }};
+}
+
+// model.channels: the cnn's width per stage, "32,64".
+Key channels_key() {
+  const std::string valid = "one channel count >= 1 per stage separated by commas, e.g. 32,64";
+  return {{"model.channels", comma_list(Config{}.model.channels),
+           "cnn: output channels of each stage (two 3x3 conv-batch-norm-ReLU layers, then 2x2 max-pooling)", valid},
+          [valid](Config& c, const std::string& text) -> std::optional<std::string> {
+            std::vector<int> widths;
+            if (auto problem = parse_counts(text, "channel", valid, widths)) return problem;
+            c.model.channels = widths;
+            return std::nullopt;
+          },
+          [](const Config& c) { return comma_list(c.model.channels); }};
 }
 
 #define GT_REF(field) [](auto& c) -> auto& { return c.field; }
@@ -185,7 +208,9 @@ std::vector<Key> grid_keys() {
 
 std::vector<Key> model_keys() {
   return {
-      enum_key("model.type", GT_REF(model.type), "model family"),
+      enum_key("model.type", GT_REF(model.type),
+               "model family: gpt (language model on a token corpus), cnn (image classifier on an image set "
+               "from `gridtrain prepare idx`)"),
       int_key<int>("model.n_layer", GT_REF(model.n_layer), "transformer blocks L", 1),
       int_key<int>("model.n_head", GT_REF(model.n_head), "attention heads H per block", 1),
       int_key<int>("model.n_embd", GT_REF(model.n_embd), "embedding width C (divisible by n_head)", 1),
@@ -196,14 +221,19 @@ std::vector<Key> model_keys() {
                "causal self-attention kernel: sdpa (at::scaled_dot_product_attention: flash / memory-efficient "
                "kernels on CUDA, the fused kernel on CPU; LibTorch >= 2.0), math (matmul, mask, softmax, matmul: "
                "keeps (B, H, T, T) scores), auto = sdpa where the LibTorch has it, else math"),
+      channels_key(),
   };
 }
 
 std::vector<Key> data_keys() {
   return {
       text_key("data.path", GT_REF(data.path),
-               "token corpus written by `gridtrain prepare` (HDF5): a file, a directory of shard files (*.h5) "
-               "or a glob; shards are concatenated in name order"),
+               "gpt: token corpus written by `gridtrain prepare text` (HDF5): a file, a directory of shard files "
+               "(*.h5) or a glob; shards are concatenated in name order. cnn: image set written by `gridtrain "
+               "prepare idx` (one HDF5 file)"),
+      int_key<int>("data.random_crop", GT_REF(data.random_crop),
+                   "cnn: random-crop augmentation, pixels: each training image is zero-padded by this many pixels "
+                   "and cut back to its size at an offset drawn from (train.seed, sample index); 0 = off", 0, 64),
       int_key<int>("data.prefetch", GT_REF(data.prefetch),
                    "training batches a loader thread reads ahead (per-rank pread of each window); 0 = read "
                    "each on the step loop's thread when it is needed", 0, 64),

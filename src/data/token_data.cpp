@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "gridtrain/comm/agree.hpp"
+#include "gridtrain/data/dataset_part.hpp"
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/util/error.hpp"
@@ -149,31 +150,44 @@ std::vector<std::string> corpus_files(const std::string& path) {
   return files;
 }
 
-// A split's dataset in an open file: where its tokens lie, checked to be readable with pread.
-TokenSplit::Part describe_split(hid_t file, const std::string& path, const std::string& name) {
+}  // namespace
+
+TokenSplit::Part dataset_part(hid_t file, const std::string& path, const std::string& name,
+                              std::vector<std::uint64_t>& dims) {
   if (H5Lexists(file, name.substr(0, name.rfind('/')).c_str(), H5P_DEFAULT) <= 0 ||
       H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
     throw std::runtime_error("dataset " + name + " is missing");
   H5Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
   H5Id type(H5Dget_type(ds), "H5Dget_type");
   H5Id space(H5Dget_space(ds), "H5Dget_space");
-  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("dataset " + name + " is not integer tokens");
-  if (H5Sget_simple_extent_ndims(space) != 1) throw std::runtime_error("dataset " + name + " is not 1-D");
+  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("dataset " + name + " is not integer");
+  std::vector<hsize_t> extent(static_cast<std::size_t>(std::max(0, H5Sget_simple_extent_ndims(space))));
+  H5Sget_simple_extent_dims(space, extent.data(), nullptr);
+  dims.assign(extent.begin(), extent.end());
   TokenSplit::Part p;
   p.file = path;
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space, &n, nullptr);
-  p.tokens = n;
+  p.tokens = 1;
+  for (auto d : dims) p.tokens *= d;
   p.width = static_cast<int>(H5Tget_size(type));
   p.is_signed = H5Tget_sign(type) != H5T_SGN_NONE;
   H5Id dcpl(H5Dget_create_plist(ds), "H5Dget_create_plist");
   const bool plain = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
                      H5Tget_order(type) == H5T_ORDER_LE && (p.width == 1 || p.width == 2 || p.width == 4 || p.width == 8);
   const haddr_t at = H5Dget_offset(ds);
-  if (!plain || (n > 0 && at == HADDR_UNDEF))
-    throw Error(name + " is chunked, compressed or big-endian; gridtrain reads tokens straight from a contiguous "
+  if (!plain || (p.tokens > 0 && at == HADDR_UNDEF))
+    throw Error(name + " is chunked, compressed or big-endian; gridtrain reads it straight from a contiguous "
                 "little-endian dataset: write it with `gridtrain prepare`, or with h5py without chunks or compression");
-  p.offset = n > 0 ? at : 0;
+  p.offset = p.tokens > 0 ? at : 0;
+  return p;
+}
+
+namespace {
+
+// A split's dataset in an open file: 1-D token ids.
+TokenSplit::Part describe_split(hid_t file, const std::string& path, const std::string& name) {
+  std::vector<std::uint64_t> dims;
+  TokenSplit::Part p = dataset_part(file, path, name, dims);
+  if (dims.size() != 1) throw std::runtime_error("dataset " + name + " is not 1-D");
   return p;
 }
 

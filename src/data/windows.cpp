@@ -7,23 +7,23 @@
 namespace gridtrain {
 namespace {
 
-torch::Tensor host_windows(int rows, int T, bool pinned, const std::function<void(int, std::int64_t*)>& fill) {
-  auto batch = torch::empty({rows, T + 1}, torch::TensorOptions(torch::kLong).pinned_memory(pinned));
+torch::Tensor host_rows(int rows, int width, bool pinned, const std::function<void(int, std::int64_t*)>& fill) {
+  auto batch = torch::empty({rows, width}, torch::TensorOptions(torch::kLong).pinned_memory(pinned));
   auto* out = batch.data_ptr<std::int64_t>();
-  for (int b = 0; b < rows; ++b) fill(b, out + static_cast<std::size_t>(b) * (T + 1));
+  for (int b = 0; b < rows; ++b) fill(b, out + static_cast<std::size_t>(b) * width);
   return batch;
 }
 
 }  // namespace
 
-torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
-  return host_windows(rows, T, device.is_cuda(), fill).to(device, /*non_blocking=*/true);
+torch::Tensor sample_rows(int rows, int width, torch::Device device, const std::function<void(int, std::int64_t*)>& fill) {
+  return host_rows(rows, width, device.is_cuda(), fill).to(device, /*non_blocking=*/true);
 }
 
-WindowPrefetcher::WindowPrefetcher(int rows, int T, torch::Device device,
+WindowPrefetcher::WindowPrefetcher(int rows, int width, torch::Device device,
                                    std::function<void(std::uint64_t, std::int64_t*)> fill, int depth,
                                    std::uint64_t stride)
-    : rows_(rows), T_(T), device_(device), fill_(std::move(fill)), depth_(static_cast<std::size_t>(std::max(0, depth))),
+    : rows_(rows), width_(width), device_(device), fill_(std::move(fill)), depth_(static_cast<std::size_t>(std::max(0, depth))),
       stride_(stride) {
   if (depth_ > 0) thread_ = std::thread([this] { loader(); });
 }
@@ -39,7 +39,7 @@ WindowPrefetcher::~WindowPrefetcher() {
 }
 
 torch::Tensor WindowPrefetcher::load(std::uint64_t first) const {
-  return host_windows(rows_, T_, device_.is_cuda(),
+  return host_rows(rows_, width_, device_.is_cuda(),
                       [&](int b, std::int64_t* out) { fill_(first + static_cast<std::uint64_t>(b), out); });
 }
 

@@ -207,6 +207,11 @@ torch::Tensor Gpt::logits(const torch::Tensor& idx) {
   return torch::nn::functional::linear(ln_f_->forward(stage_forward(idx)), wte_->weight).to(torch::kFloat);
 }
 
+std::pair<torch::Tensor, torch::Tensor> Gpt::split(const torch::Tensor& rows) const {
+  const auto T = shape().block_size;  // rows (B, T + 1)
+  return {rows.slice(1, 0, T), rows.slice(1, 1, T + 1)};
+}
+
 torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
   return per_token_loss(stage_forward(idx), targets).mean();
 }
@@ -220,7 +225,7 @@ double GptPlan::activation_bytes(int micro_batch, int elem_bytes) const {
   return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
 }
 
-double GptPlan::flops_per_token() const {
+double GptPlan::flops_per_item() const {
   const double C = s_.n_embd, L = s_.n_layer;
   const double n = s_.vocab_size * C + L * (12.0 * C * C + 13.0 * C) + 2.0 * C;  // all parameters but wpe
   return 6.0 * n + 12.0 * L * C * s_.block_size;

@@ -18,11 +18,12 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 void print_performance(const RunResult& run, const RunCounters& counters, const Config& c, Grid& grid, Log& log) {
   const auto steps = static_cast<long long>(run.losses.size());
-  const double tokens = static_cast<double>(steps) * c.train.global_batch * c.model.block_size;
+  const std::string items = counters.item + "s";
+  const double n = static_cast<double>(steps) * c.train.global_batch * counters.items_per_sample;
   log.print("\nLoop time of " + fmt("%.6g", run.loop_s) + " on " + std::to_string(grid.shape().size()) +
-            " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", tokens) + " tokens\n\n");
-  log.print("Performance: " + fmt("%.1f", run.tokens_per_s) + " tokens/s, " +
-            fmt("%.2f", run.tokens_per_s / c.model.block_size) + " samples/s, " + fmt("%.2f", 100.0 * run.mfu) +
+            " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", n) + " " + items + "\n\n");
+  log.print("Performance: " + fmt("%.1f", run.tokens_per_s) + " " + items + "/s, " +
+            fmt("%.2f", run.tokens_per_s / counters.items_per_sample) + " samples/s, " + fmt("%.2f", 100.0 * run.mfu) +
             "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank: " + counters.peak_source + ")\n");
 }
 
@@ -130,10 +131,14 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   print_exchange(counters, static_cast<long long>(run.losses.size()), reducer, grid, log);
   print_stability(c, checkpointer, guard, log);
   print_memory(counters, grid, log);
+  const std::string per = "/" + counters.item;
   if (run.final_val_loss)
-    log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats/token (" +
-              fmt("%.4f", *run.final_val_loss / std::log(2.0)) + " bits/token) over " +
-              std::to_string(counters.val_windows) + " windows\n");
+    log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats" + per + " (" +
+              fmt("%.4f", *run.final_val_loss / std::log(2.0)) + " bits" + per + ") over " +
+              std::to_string(counters.val_windows) + (counters.item == "token" ? " windows\n" : " samples\n"));
+  if (run.final_val_accuracy)
+    log.print("Final validation accuracy: " + fmt("%.4f", *run.final_val_accuracy) + " (top-1) over " +
+              std::to_string(counters.val_windows) + " samples\n");
 }
 
 }  // namespace gridtrain

@@ -20,7 +20,8 @@ long long step_of_line(const std::string& line) {
 
 }  // namespace
 
-Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step) : log_(log) {
+Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item, bool accuracy)
+    : log_(log), rate_header_(item == "token" ? "Tok/s" : "Img/s"), rate_key_(item + "s_per_s"), accuracy_(accuracy) {
   if (!log_.active()) return;
   std::string kept;
   long long dropped = 0;
@@ -43,15 +44,16 @@ void Thermo::write(const ThermoRow& r) {
   if (!log_.active()) return;
   char line[256];
   if (!header_done_) {
-    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s\n", "Step", "Loss", "ValLoss", "LR",
-                  "GradNorm", "Tok/s", "ms/step", "MFU%", "Skips");
+    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s\n", "Step", "Loss", "ValLoss", "LR",
+                  "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "");
     log_.print(line);
     header_done_ = true;
   }
-  char val[16] = "        -";
+  char val[16] = "        -", acc[16] = "         -";
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
-  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld\n", r.step, r.loss, val,
-                r.lr, r.grad_norm, r.tokens_per_s, r.step_ms, 100.0 * r.mfu, r.skipped);
+  if (r.val_accuracy) std::snprintf(acc, sizeof acc, "%10.4f", *r.val_accuracy);
+  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s\n", r.step, r.loss, val,
+                r.lr, r.grad_norm, r.tokens_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "");
   log_.print(line);
 
   std::string json;
@@ -66,9 +68,10 @@ void Thermo::write(const ThermoRow& r) {
   add("step", "%lld", r.step);
   add("loss", "%.8g", r.loss);
   if (r.val_loss) add("val_loss", "%.8g", *r.val_loss);
+  if (r.val_accuracy) add("val_accuracy", "%.8g", *r.val_accuracy);
   add("lr", "%.8g", r.lr);
   add("grad_norm", "%.8g", r.grad_norm);
-  add("tokens_per_s", "%.6g", r.tokens_per_s);
+  add(rate_key_.c_str(), "%.6g", r.tokens_per_s);
   add("step_ms", "%.6g", r.step_ms);
   add("mfu", "%.6g", r.mfu);
   add("comm_bytes", "%llu", static_cast<unsigned long long>(r.comm_bytes));

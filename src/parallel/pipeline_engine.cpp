@@ -39,12 +39,13 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Wi
   for (const PipeOp& op : pipeline_schedule(schedule_, pp.rank(), pp.size(), M)) {
     const int m = op.micro_batch;
     if (op.kind == PipeOp::Forward) {
-      torch::Tensor batch;  // (B, T+1)
+      std::pair<torch::Tensor, torch::Tensor> batch;  // {input, targets}
       if (first_ || last_) batch = windows(static_cast<std::int64_t>(m) * B, B);
       timer_.stamp(Section::Data);
-      inputs[m] = first_ ? batch.slice(1, 0, T_) : receive(pp.rank() - 1, m, B, "micro-batch").requires_grad_();
+      inputs[m] = first_ ? batch.first : receive(pp.rank() - 1, m, B, "micro-batch").requires_grad_();
       if (last_) {
-        losses[m] = forward(inputs[m], batch.slice(1, 1, T_ + 1)) / (static_cast<double>(B) * T_ * M);
+        const auto items = static_cast<double>(batch.second.numel());
+        losses[m] = forward(inputs[m], batch.second) / (items * M);
         loss_sum = loss_sum.defined() ? loss_sum + losses[m].detach() : losses[m].detach();
       } else {
         outputs[m] = forward(inputs[m], {});
@@ -64,31 +65,32 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Wi
   return loss_sum;
 }
 
-double PipelineEngine::evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const Windows& windows,
-                                const Forward& forward) {
+std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch,
+                                             const Windows& windows, const Forward& forward) {
   torch::NoGradGuard no_grad;
   Axis& pp = grid_.pp();
-  double sum = 0.0;
+  torch::Tensor sums;  // last stage: (k,) on the host
   for (std::int64_t i = 0; i < padded_rows; i += micro_batch) {
     const bool padding = i >= rows;  // this rank's rows are done; its dp peers' are not
     const int n = padding ? 1 : static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
-    torch::Tensor batch, x;  // (n, T+1) windows; x: (n, T) ids or (n, T, C) activations
-    if (first_ || last_)
-      batch = padding ? torch::zeros({1, T_ + 1}, torch::TensorOptions(torch::kLong).device(device_)) : windows(i, n);
-    if (first_) x = batch.slice(1, 0, T_);
+    std::pair<torch::Tensor, torch::Tensor> batch;  // {input, targets}
+    torch::Tensor x;                                // the input, or (n, T, C) activations
+    if (first_ || last_) batch = windows(i, n);
+    if (first_) x = batch.first;
     else {
       x = torch::empty({n, T_, C_}, torch::TensorOptions(torch::kFloat).device(device_));
       pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
     }
     if (last_) {
-      const double loss = forward(x, batch.slice(1, 1, T_ + 1)).item<double>();
-      if (!padding) sum += loss;
+      const auto s = forward(x, batch.second).to(torch::kDouble).cpu();
+      if (!padding) sums = sums.defined() ? sums + s : s;
     } else {
       auto h = forward(x, {}).to(torch::kFloat).contiguous();
       pp.send(h.data_ptr(), h.nbytes(), pp.rank() + 1, 0, "validation").wait();
     }
   }
-  return sum;
+  if (!sums.defined()) return {};
+  return {sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel()};
 }
 
 void PipelineEngine::sum_tied_gradient(const torch::Tensor& grad) {

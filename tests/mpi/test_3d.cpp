@@ -69,7 +69,7 @@ TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
     const auto got = t.run();
     // The dry run's count, made without building the model, is what this rank holds.
     const LaunchPlan plan = plan_launch(c, t.grid().shape().size());
-    CHECK(plan_model(c, 256, model_layout(plan, t.grid()))->parameters() == count_parameters(t.model()));
+    CHECK(plan_model(c, DataShape{256}, model_layout(plan, t.grid()))->parameters() == count_parameters(t.model()));
     check_against_one_rank(c, got, model_3d(dir, 6, 1, 1, 1));
   }
 }

@@ -28,7 +28,7 @@ double rel(const torch::Tensor& a, const torch::Tensor& b) {
 // Loss (last stage: from ids (B, T) or activations (B, T, C)) and gradients of parameters and
 // input, for the model of attention `a` on `layout`, from the same seed and data.
 std::vector<torch::Tensor> loss_and_grads(Attention a, const ModelLayout& layout, bool activations_in) {
-  auto model = make_model(attention_config(a), 64, layout);
+  auto model = make_model(attention_config(a), DataShape{64}, layout);
   model->initialize(7);
   torch::manual_seed(11);
   const auto ids = torch::randint(0, 64, {3, 17}, torch::kLong);  // (B, T+1)
@@ -56,10 +56,10 @@ void check_same(const ModelLayout& layout, bool activations_in) {
 
 TEST_CASE("model.attention = sdpa computes the math path's loss and gradients", "[np2]") {
   if (!sdpa_available()) {  // LibTorch 1.13: auto is math, and sdpa says what it needs
-    CHECK_THROWS_WITH(make_model(attention_config(Attention::Sdpa), 64),
+    CHECK_THROWS_WITH(make_model(attention_config(Attention::Sdpa), DataShape{64}),
                       Catch::Contains("model.attention = sdpa needs LibTorch >= 2.0"));
-    CHECK(plan_model(attention_config(Attention::Auto), 64, {})->activation_bytes(4, 4) ==
-          plan_model(attention_config(Attention::Math), 64, {})->activation_bytes(4, 4));
+    CHECK(plan_model(attention_config(Attention::Auto), DataShape{64}, {})->activation_bytes(4, 4) ==
+          plan_model(attention_config(Attention::Math), DataShape{64}, {})->activation_bytes(4, 4));
     return;
   }
   SECTION("one rank, the whole model") { check_same({}, false); }
@@ -69,7 +69,7 @@ TEST_CASE("model.attention = sdpa computes the math path's loss and gradients", 
   }
   SECTION("the last of two pipeline stages, from activations") { check_same({nullptr, 1, 2, 1, 1}, true); }
   SECTION("fused attention stores no (B, H, T, T) scores") {
-    CHECK(plan_model(attention_config(Attention::Sdpa), 64, {})->activation_bytes(4, 4) <
-          plan_model(attention_config(Attention::Math), 64, {})->activation_bytes(4, 4));
+    CHECK(plan_model(attention_config(Attention::Sdpa), DataShape{64}, {})->activation_bytes(4, 4) <
+          plan_model(attention_config(Attention::Math), DataShape{64}, {})->activation_bytes(4, 4));
   }
 }

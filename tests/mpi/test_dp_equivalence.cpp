@@ -30,7 +30,7 @@ Config small_config(const std::string& data) {
 // the key part of attn.c_attn.bias has an exactly-zero gradient in exact arithmetic (softmax is
 // shift invariant), so Adam turns its rounding noise into +-lr steps that differ between any two
 // summation orders.
-double rel_diff(LanguageModel& a, LanguageModel& b) {
+double rel_diff(Model& a, Model& b) {
   double diff = 0, norm = 0;
   auto pa = a.parameters(), pb = b.parameters();
   REQUIRE(pa.size() == pb.size());
@@ -41,7 +41,7 @@ double rel_diff(LanguageModel& a, LanguageModel& b) {
   return std::sqrt(diff / norm);
 }
 
-std::vector<float> flat(LanguageModel& m) {
+std::vector<float> flat(Model& m) {
   std::vector<float> out;
   for (const auto& p : m.parameters()) {
     auto c = p.contiguous();

@@ -228,7 +228,7 @@ TEST_CASE("a model whose stage-0 state exceeds debug.alloc_limit_mb trains withi
   Trainer plain(config(0), MPI_COMM_WORLD, quiet, 1.0);
   const double state0 = plain.state_bytes().peak();
   const auto want = plain.run();
-  const double budget = 0.6 * state0 + plain.model().activation_bytes(2, 4);
+  const double budget = 0.6 * state0 + plain.model().plan().activation_bytes(2, 4);
   Config over = config(0);
   over.debug.alloc_limit_mb = budget / (1024.0 * 1024.0);
   CHECK_THROWS_WITH(Trainer(over, MPI_COMM_WORLD, quiet, 1.0).run(), Catch::Contains("out of memory"));

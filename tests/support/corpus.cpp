@@ -1,12 +1,14 @@
 #include "corpus.hpp"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <array>
 #include <filesystem>
 #include <fstream>
 
 #include "gridtrain/data/prepare.hpp"
+#include "gridtrain/data/prepare_idx.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/util/h5.hpp"
 #include "gridtrain/util/hash.hpp"
@@ -34,6 +36,48 @@ std::string make_corpus(const std::string& dir, std::size_t bytes) {
   std::ofstream(txt, std::ios::binary) << text;
   prepare_text({txt, h5}, MPI_COMM_SELF);
   return h5;
+}
+
+void write_idx(const std::string& path, const std::vector<std::uint32_t>& dims, const std::string& data, bool gz) {
+  std::string bytes = {0, 0, 0x08, static_cast<char>(dims.size())};
+  for (const auto d : dims)
+    for (int shift : {24, 16, 8, 0}) bytes += static_cast<char>((d >> shift) & 0xff);
+  bytes += data;
+  if (!gz) {
+    std::ofstream(path, std::ios::binary) << bytes;
+    return;
+  }
+  gzFile out = gzopen(path.c_str(), "wb");
+  gzwrite(out, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(out);
+}
+
+std::string make_images(const std::string& dir, int train, int test) {
+  constexpr int kSide = 12, kClasses = 4;
+  std::uint64_t state = 7;
+  auto images = [&](int n, const std::string& stem, bool gz) {
+    std::string pixels, labels;
+    for (int i = 0; i < n; ++i) {
+      state = splitmix64(state);
+      const int k = static_cast<int>(state % kClasses), y0 = 1 + 6 * (k / 2), x0 = 1 + 6 * (k % 2);
+      labels += static_cast<char>(k);
+      for (int y = 0; y < kSide; ++y)
+        for (int x = 0; x < kSide; ++x) {
+          state = splitmix64(state);
+          const bool block = y >= y0 && y < y0 + 3 && x >= x0 && x < x0 + 3;
+          pixels += static_cast<char>((block ? 150 : 0) + state % 100);
+        }
+    }
+    const auto N = static_cast<std::uint32_t>(n);
+    write_idx(dir + "/" + stem + "-images.idx" + (gz ? ".gz" : ""), {N, kSide, kSide}, pixels, gz);
+    write_idx(dir + "/" + stem + "-labels.idx", {N}, labels, false);
+  };
+  images(train, "train", true);
+  images(test, "test", false);
+  IdxOptions o{dir + "/train-images.idx.gz", dir + "/train-labels.idx", dir + "/test-images.idx",
+               dir + "/test-labels.idx", dir + "/images.h5"};
+  prepare_idx(o, MPI_COMM_SELF);
+  return o.output;
 }
 
 PrepareOptions sharded(PrepareOptions o, std::uint64_t shard_size) {

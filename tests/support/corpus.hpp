@@ -17,6 +17,13 @@ std::string temp_dir(const std::string& name);
 /// per dir.
 std::string make_corpus(const std::string& dir, std::size_t bytes);
 
+/// Writes a learnable synthetic image set as IDX files in dir — class k (of 4) is a bright 3×3
+/// block in quadrant k of a 12×12 image, plus noise; the training images gzipped, the rest plain —
+/// converts them with prepare_idx into dir/images.h5 and returns its path. One rank at a time per dir.
+std::string make_images(const std::string& dir, int train, int test);
+/// Writes an IDX file of unsigned bytes: dims, then data (gzipped when gz).
+void write_idx(const std::string& path, const std::vector<std::uint32_t>& dims, const std::string& data, bool gz);
+
 /// o with shard_size / val_fraction set.
 PrepareOptions sharded(PrepareOptions o, std::uint64_t shard_size);
 PrepareOptions with_val_fraction(PrepareOptions o, double val_fraction);

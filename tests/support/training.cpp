@@ -43,10 +43,21 @@ Config tiny(const std::string& dir, int steps, int global_batch) {
   return c;
 }
 
+Config tiny_cnn(const std::string& dir, int steps, int global_batch) {
+  Config c = tiny(dir, steps, global_batch);
+  c.model.type = ModelType::Cnn;
+  c.model.channels = {4, 8};
+  c.data.path = dir + "/images.h5";
+  c.train.micro_batch = 4;
+  c.train.eval_samples = 64;
+  return c;
+}
+
 std::vector<torch::Tensor> snapshot(Trainer& t) {
   const WholeParameters whole(t.reducer());  // ZeRO stage 3 holds shards between steps
   std::vector<torch::Tensor> out;
   for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
+  for (auto& [name, b] : t.model().replica_state()) out.push_back(b.clone());
   for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
   return out;
 }

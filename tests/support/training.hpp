@@ -17,7 +17,10 @@ std::string shared_dir(const std::string& name);
 /// A 2-layer GPT on dir's corpus, micro-batch 2, warmup 4 and decay 8 steps (so that a short
 /// run is a prefix of a longer one).
 Config tiny(const std::string& dir, int steps, int global_batch);
-/// Copies of every parameter and optimizer state tensor.
+/// A 2-stage CNN (channels 4, 8) on dir's image set (make_images), micro-batch 4, the same
+/// schedule as tiny.
+Config tiny_cnn(const std::string& dir, int steps, int global_batch);
+/// Copies of every parameter, batch-norm statistic and optimizer state tensor.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
 /// Trains config(total) straight (no checkpoints), config(stop) into its checkpoint.dir, then

@@ -119,3 +119,14 @@ TEST_CASE("--help and docs/deck-reference.md list the same keys with the same de
     CHECK_THAT(help, Catch::Contains("--" + k.name + "=" + k.default_value));
   }
 }
+
+TEST_CASE("model.channels parses one channel count >= 1 per cnn stage", "[config]") {
+  auto parse = [](const std::string& text) { return parse_config("", "test", {"--model.channels=" + text}); };
+  CHECK(parse("16").model.channels == std::vector<int>{16});
+  CHECK(parse("8,16,32").model.channels == std::vector<int>{8, 16, 32});
+  CHECK(show_key(parse("8,16"), "model.channels") == "8,16");
+  CHECK_THROWS_WITH(parse("32,0"), Catch::Contains("at least one channel, got 0"));
+  CHECK_THROWS_WITH(parse("32,x"), Catch::Contains("'x' is not a channel count"));
+  CHECK_THROWS_WITH(parse_config("[model]\nchannels =\n", "test", {}), Catch::Contains("model.channels") && Catch::Contains("empty"));
+  CHECK_THROWS_WITH(parse_config("", "test", {"--model.type=mlp"}), Catch::Contains("one of gpt cnn"));
+}

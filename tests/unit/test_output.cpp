@@ -45,7 +45,7 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-ThermoRow row(long long step) { return {step, 2.0, std::nullopt, 1e-3, 0.5, 1000.0, 10.0, 0.1, 64, 1.0, 0}; }
+ThermoRow row(long long step) { return {step, 2.0, std::nullopt, std::nullopt, 1e-3, 0.5, 1000.0, 10.0, 0.1, 64, 1.0, 0}; }
 
 }  // namespace
 

@@ -6,19 +6,19 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <mpi.h>
 
 #include "gridtrain/app/faults.hpp"
 #include "gridtrain/app/launch_plan.hpp"
+#include "gridtrain/app/samples.hpp"
 #include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/data/sampler.hpp"
-#include "gridtrain/data/token_data.hpp"
 #include "gridtrain/data/windows.hpp"
 #include "gridtrain/grid/grid.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/optim/lr_schedule.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/output/summary.hpp"
@@ -42,15 +42,20 @@ class Trainer {
   /// Runs train.steps steps, printing thermo lines, then the end-of-run summary. Collective.
   RunResult run();
 
-  LanguageModel& model() { return *model_; }
+  Model& model() { return *model_; }
   Grid& grid() { return *grid_; }
   Optimizer& optimizer() { return *optimizer_; }
   Reducer& reducer() { return *reducer_; }
   /// This rank's model state bytes now (the memory accountant of the summary).
   StateBytes state_bytes();
-  /// Mean validation loss over the fixed validation subset, nats/token, forward through the
-  /// pipeline. Collective over the grid.
-  double evaluate();
+  /// What a validation pass measures over the fixed validation subset.
+  struct Validation {
+    double loss = 0;                  ///< mean loss, nats/item (token; image)
+    std::optional<double> accuracy;   ///< classifiers: top-1 fraction correct
+  };
+  /// A validation pass, forward through the pipeline with the model in eval mode (batch norm uses
+  /// its running statistics). Collective over the grid.
+  Validation evaluate();
   /// Micro-batches per step and dp rank (doubled by each out-of-memory back-off).
   int accumulation() const { return guard_->accumulation(); }
   /// Steps completed before run() starts (non-zero after a resume).
@@ -65,6 +70,8 @@ class Trainer {
   /// One optimizer step: forward/backward, gradient exchange, verdict, update.
   Verdict train_step(long long s, double lr);
   void poison_gradient();
+  /// Averages the model's replica_state over dp (batch-norm running statistics).
+  void average_replica_state();
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
@@ -82,14 +89,12 @@ class Trainer {
   int cuda_device_ = -1;
   torch::Device device_{torch::kCPU};
   Faults faults_;
-  TokenData data_;
-  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Samples> samples_;
   std::unique_ptr<WindowPrefetcher> windows_;  // keyed by the step's first global sample
-  std::vector<std::uint64_t> val_starts_;  // this dp rank's share of the validation subset
+  std::vector<std::uint64_t> val_ids_;  // this dp rank's share of the validation subset
   std::size_t val_total_ = 0;
-  std::int64_t val_rows_max_ = 0;          // the most validation windows a dp rank has
-  int vocab_ = 0;
-  std::shared_ptr<LanguageModel> model_;
+  std::int64_t val_rows_max_ = 0;       // the most validation samples a dp rank has
+  std::shared_ptr<Model> model_;
   std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
   std::ptrdiff_t tied_ = -1;          // the tied embedding's parameter index, -1 where the stage has none
   Timer timer_;

@@ -29,7 +29,7 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
@@ -71,7 +71,7 @@ class Checkpointer {
   bool due(long long step) const;
   /// Saves the state after `step` steps; sample_index is the sampler's next global sample index
   /// and epoch its epoch. Collective over the grid. I/O failures are faults on the rank (abort).
-  void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, LanguageModel& model, Optimizer& opt,
+  void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,
             const TrainState& train = {});
   /// Blocks until an outstanding asynchronous write has finished and is `latest` (end of run).
   void wait();
@@ -85,7 +85,7 @@ class Checkpointer {
   /// naming the file and the problem: unreadable/truncated/corrupt file, wrong format or version,
   /// a tensor whose shape differs, a different optimizer type or seed, a different corpus (unless
   /// data.allow_change). A read that fails on some ranks only aborts the job (see above).
-  ResumePoint load(const std::string& path, LanguageModel& model, Optimizer& opt);
+  ResumePoint load(const std::string& path, Model& model, Optimizer& opt);
 
   int saves() const { return saves_; }
   double stall_s() const { return stall_s_; }  ///< step-loop time spent in save()
@@ -106,7 +106,7 @@ class Checkpointer {
   /// e's whole tp-local tensor: e.local, or its ZeRO pieces summed over dp into a new tensor
   /// (collective over dp; the dp ranks of a (tp, pp) coordinate hold the same entries).
   torch::Tensor assemble(const Entry& e);
-  const std::vector<Entry>& entries(LanguageModel& model, Optimizer& opt);
+  const std::vector<Entry>& entries(Model& model, Optimizer& opt);
   bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
   Slab slab_of(const Entry& e) const;
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0

@@ -16,7 +16,7 @@ namespace gridtrain {
 
 // Enum-valued keys. Each enum's deck spellings are enum_names(E{}), indexed by the enumerator's
 // value; name_of(e) gives one back for messages and the effective-config echo.
-enum class ModelType { Gpt };
+enum class ModelType { Gpt, Cnn };
 enum class Attention { Auto, Sdpa, Math };
 enum class OptimizerType { AdamW, Sgd, OnebitAdam };
 enum class LrDecay { Cosine, Linear, Constant };
@@ -31,7 +31,7 @@ enum class Backend { Auto, Mpi, Nccl };
 enum class NonfiniteFault { None, Loss, Grad };
 enum class TimerMode { Wall, Sync };
 
-constexpr auto enum_names(ModelType) { return std::array{"gpt"}; }
+constexpr auto enum_names(ModelType) { return std::array{"gpt", "cnn"}; }
 constexpr auto enum_names(Attention) { return std::array{"auto", "sdpa", "math"}; }
 constexpr auto enum_names(OptimizerType) { return std::array{"adamw", "sgd", "onebit_adam"}; }
 constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "constant"}; }
@@ -73,11 +73,13 @@ struct Config {
     int block_size = 128;  ///< context length T, tokens
     int vocab_size = 0;    ///< 0 = take it from the dataset's vocab_size attribute
     Attention attention = Attention::Auto;  ///< auto: sdpa where the LibTorch has it (>= 2.0)
+    std::vector<int> channels = {32, 64};  ///< cnn: output channels per stage
   } model;
   struct Data {
     std::string path = "data/kjv.h5";  ///< a token file, a directory of shard files, or a glob
     bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
     int prefetch = 2;           ///< batches the loader thread keeps ready ahead; 0 = load on the step loop's thread
+    int random_crop = 0;        ///< cnn: zero-padding, pixels, of the random-crop augmentation; 0 = off
   } data;
   struct Optim {
     OptimizerType type = OptimizerType::AdamW;

@@ -18,6 +18,8 @@ class Sampler {
   /// tokens: the training split's length N; block_size T. Needs N >= T + 1 (checked when the
   /// data are loaded). Holds one epoch's permutation: 4 bytes per window.
   Sampler(std::uint64_t tokens, int block_size, std::uint64_t seed);
+  /// A sampler over n items (images): each read once per epoch, window_start(g) the item's index.
+  static Sampler items(std::uint64_t n, std::uint64_t seed) { return Sampler(n + 1, 1, seed); }
 
   std::uint64_t windows() const { return windows_; }
   /// Epoch of global sample index g.
@@ -37,6 +39,9 @@ class Sampler {
 /// returns their start offsets (same on every rank and layout). When count is at least the
 /// (val_tokens − 1) / T disjoint windows there are, returns those, each once (fewer than count).
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count);
+
+/// validation_starts over n items (images): count item indices evenly spaced, or all n once.
+inline std::vector<std::uint64_t> validation_items(std::uint64_t n, int count) { return validation_starts(n + 1, 1, count); }
 
 /// Contiguous share of n items for rank r of p ranks: [begin, end). The first n mod p ranks get
 /// one item more.

@@ -1,5 +1,6 @@
-// Token windows as the tensors a model reads: (rows, T+1) int64 on the training device, loaded
-// now (token_windows) or ahead on a loader thread (WindowPrefetcher).
+// Sample rows as the tensors a model reads: (rows, width) int64 on the training device (token
+// windows of T + 1 tokens; images' pixels and label), loaded now (sample_rows) or ahead on a
+// loader thread (WindowPrefetcher).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -15,10 +16,10 @@
 
 namespace gridtrain {
 
-/// (rows, T+1) int64 token windows on `device`; fill(b, out) writes row b's T+1 tokens into out.
+/// (rows, width) int64 sample rows on `device`; fill(b, out) writes row b's width values into out.
 /// For a GPU they are written into pinned host memory and copied without blocking the host (the
 /// caching host allocator keeps the buffer until the copy is done).
-torch::Tensor token_windows(int rows, int T, torch::Device device, const std::function<void(int, std::int64_t*)>& fill);
+torch::Tensor sample_rows(int rows, int width, torch::Device device, const std::function<void(int, std::int64_t*)>& fill);
 
 /// A step's training windows, loaded ahead on a background thread: get(first) takes this step's
 /// batch (host windows, pinned on a GPU and copied to the device without blocking the host) and
@@ -28,23 +29,23 @@ torch::Tensor token_windows(int rows, int T, torch::Device device, const std::fu
 /// at first + stride.
 class WindowPrefetcher {
  public:
-  /// fill(sample, out) writes the T+1 tokens of sample `sample` into out. depth: batches kept
+  /// fill(sample, out) writes the width values of sample `sample` into out. depth: batches kept
   /// ready ahead (data.prefetch); 0 loads each batch on the calling thread when get() asks.
   /// stride: samples from one step's first to the next's (the global batch).
-  WindowPrefetcher(int rows, int T, torch::Device device, std::function<void(std::uint64_t, std::int64_t*)> fill,
+  WindowPrefetcher(int rows, int width, torch::Device device, std::function<void(std::uint64_t, std::int64_t*)> fill,
                    int depth, std::uint64_t stride);
   ~WindowPrefetcher();
-  /// (rows, T+1) windows of samples first..: the prefetched ones when they were asked for, else
+  /// (rows, width) rows of samples first..: the prefetched ones when they were asked for, else
   /// loaded now; then asks for the next depth steps'. The same first again (an out-of-memory
   /// retry) returns the same tensor. Rethrows what fill threw on the loader thread.
   torch::Tensor get(std::uint64_t first);
 
  private:
-  torch::Tensor load(std::uint64_t first) const;  // (rows, T+1) host windows
+  torch::Tensor load(std::uint64_t first) const;  // (rows, width) host rows
   void ask(std::uint64_t first, bool next);       // to the loader's queue (front: next), unless known; under mutex_
   void loader();
 
-  int rows_, T_;
+  int rows_, width_;
   torch::Device device_;
   std::function<void(std::uint64_t, std::int64_t*)> fill_;
   std::size_t depth_;

@@ -15,7 +15,7 @@
 // whose gradient the trainer sums with the first stage's.
 #pragma once
 #include "gridtrain/comm/axis.hpp"
-#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/model.hpp"
 
 namespace gridtrain {
 
@@ -45,7 +45,10 @@ class GptPlan : public ModelPlan {
   std::int64_t parameters() const override;
   /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
   /// with N the whole model's count whatever the layout.
-  double flops_per_token() const override;
+  double flops_per_item() const override;
+  int units() const override { return static_cast<int>(layout_.layers) + 3; }  // blocks, wte, wpe, ln_f
+  std::int64_t items_per_sample() const override { return s_.block_size; }
+  const char* item() const override { return "token"; }
   /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
   /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
   /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
@@ -92,20 +95,18 @@ class Block : public torch::nn::Module {
   std::shared_ptr<Mlp> mlp_;
 };
 
-class Gpt : public LanguageModel {
+class Gpt : public Model {
  public:
   explicit Gpt(const GptShape& s, const ModelLayout& layout = {});
-  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;
+  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
   torch::Tensor stage_forward(const torch::Tensor& input) override;
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   torch::Tensor logits(const torch::Tensor& idx) override;
   bool first_stage() const override { return plan_.first_stage(); }
   bool last_stage() const override { return plan_.last_stage(); }
   ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }
-  double flops_per_token() const override { return plan_.flops_per_token(); }
-  double activation_bytes(int micro_batch, int elem_bytes) const override {
-    return plan_.activation_bytes(micro_batch, elem_bytes);
-  }
+  const ModelPlan& plan() const override { return plan_; }
+  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
   /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
   /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
   /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.

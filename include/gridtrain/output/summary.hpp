@@ -51,11 +51,12 @@ struct RunResult {
   bool checkpointed = false;       ///< whether a checkpoint was saved when it stopped
   std::vector<double> losses;      ///< global mean training loss per step run, nats/token
   std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
-  std::optional<double> final_val_loss;
+  std::optional<double> final_val_loss;      ///< nats per item
+  std::optional<double> final_val_accuracy;  ///< classifiers: top-1 fraction correct
   long long skipped = 0;    ///< updates skipped (non-finite or outlier), including before a resume
   double loss_scale = 1.0;  ///< dynamic loss scale at the end (1 without loss scaling)
   double loop_s = 0;        ///< wall seconds of the step loop
-  double tokens_per_s = 0;  ///< global training tokens / loop_s
+  double tokens_per_s = 0;  ///< global training items (tokens; images) / loop_s
   double mfu = 0;           ///< fraction of the summed per-rank peak
 };
 
@@ -73,8 +74,10 @@ struct RunCounters {
   std::string peak_source;                    ///< where it came from (app/peak.hpp)
   std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
   int cuda_device = -1;                       ///< the rank's CUDA device, or -1 on the CPU
-  std::size_t val_windows = 0;                ///< validation windows per pass
+  std::size_t val_windows = 0;                ///< validation samples per pass
   StateBytes state;                           ///< this rank's model state at the end
+  std::string item = "token";                 ///< what throughput counts (ModelPlan::item)
+  double items_per_sample = 1;                ///< ModelPlan::items_per_sample
 };
 
 /// Prints the end-of-run report on rank 0. Collective over the grid (reductions over ranks).

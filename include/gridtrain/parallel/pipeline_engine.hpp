@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -23,12 +25,13 @@ namespace gridtrain {
 
 class PipelineEngine {
  public:
-  /// Token windows (rows, T+1) int64 on the device, for rows first..first+rows−1 of the batch:
-  /// the first stage's inputs and the last stage's targets.
-  using Windows = std::function<torch::Tensor(std::int64_t first, int rows)>;
-  /// The stage's forward: x is (B, T) token ids on the first stage, else the previous stage's
-  /// (B, T, C) fp32 activations. Returns (B, T, C) activations, or on the last stage (targets
-  /// (B, T) defined) the summed cross-entropy over B·T tokens, a 0-d fp32 tensor.
+  /// Rows first..first+rows−1 of the batch on the device, as {the first stage's input, the last
+  /// stage's targets} (Model::split: token ids (B, T) and next ids (B, T), or images and labels).
+  using Windows = std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t first, int rows)>;
+  /// The stage's forward: x is the first stage's input, else the previous stage's (B, T, C) fp32
+  /// activations. Returns (B, T, C) activations, or on the last stage (targets defined) the loss
+  /// summed over the targets' items, a 0-d fp32 tensor (in evaluate: a (k,) tensor of sums, the
+  /// loss first).
   using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
 
   /// tied: the model's first and last stage both hold the token embedding (the output head's
@@ -37,19 +40,19 @@ class PipelineEngine {
                  bool first_stage, bool last_stage, bool tied, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
-  /// / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
+  /// over its targets' items / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
   /// Returns on the last stage the step's mean loss (Σ of the micro-batch means / micro_batches)
   /// as a 0-d tensor on the device, left there (no synchronization); undefined elsewhere. Throws
   /// std::bad_alloc / c10::OutOfMemoryError when out of memory, CommTimeout when a peer stage
   /// does not answer in comm.timeout_s.
   torch::Tensor train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward, Reducer& reducer,
                double loss_scale);
-  /// Forward only over `rows` windows in micro-batches of micro_batch (validation). Returns on
-  /// the last stage the summed loss over rows·T tokens (nats), 0 elsewhere. Runs the forwards of
-  /// padded_rows >= rows (the most any dp rank has), the extra ones on a window of token 0 whose
-  /// loss is dropped: every dp rank makes the same collectives (ZeRO stage 3 all-gathers inside
-  /// each forward).
-  double evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const Windows& windows,
+  /// Forward only over `rows` rows in micro-batches of micro_batch (validation). Returns on the
+  /// last stage the sums forward returns added over the rows (the loss in nats first), empty
+  /// elsewhere. Runs the forwards of padded_rows >= rows (the most any dp rank has), the extra
+  /// ones on windows(first >= rows, 1), any one row, whose sums are dropped: every dp rank makes
+  /// the same collectives (ZeRO stage 3 all-gathers inside each forward).
+  std::vector<double> evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const Windows& windows,
                   const Forward& forward);
   /// Sums the tied embedding's gradient over the first and the last stage in place (pp > 1; a
   /// no-op elsewhere). grad: this stage's, contiguous fp32: the embedding's .grad, or under ZeRO

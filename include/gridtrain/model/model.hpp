@@ -1,0 +1,131 @@
+// Interface of trainable models and the registry keyed by the deck's model.type: language models
+// (gpt: token windows, next-token loss) and image classifiers (cnn: images, class labels).
+// A new model is a new file pair that registers itself in model/registry.cpp.
+//
+// The step loop sees every workload the same way: a sample is one row of int64 values (a window
+// of T + 1 tokens; or an image's C·H·W pixels followed by its label), split() cuts a batch of rows
+// into the first stage's input and the last stage's targets, and the loss is summed over the
+// targets' items (tokens; images), which are what throughput and FLOPs count.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "gridtrain/model/layout.hpp"
+#include "gridtrain/parallel/parameter_gather.hpp"
+#include "gridtrain/parallel/shard.hpp"
+
+namespace gridtrain {
+
+struct Config;
+class ModelPlan;
+
+/// What the data fix about a model: a token corpus's vocabulary, or an image set's shape and
+/// classes (0 where it does not apply).
+struct DataShape {
+  int vocab_size = 0;
+  int channels = 0, height = 0, width = 0, classes = 0;
+};
+
+class Model : public torch::nn::Module {
+ public:
+  /// rows (B, W) int64 sample rows → {the first stage's input, the last stage's targets}: for a
+  /// language model ids (B, T) and next ids (B, T); for a classifier fp32 images (B, C, H, W)
+  /// scaled to [0, 1] and labels (B,).
+  virtual std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const = 0;
+  /// The mean cross-entropy over the targets' items (nats), a 0-d fp32 tensor; input and targets
+  /// as split() makes them.
+  virtual torch::Tensor loss(const torch::Tensor& input, const torch::Tensor& targets) = 0;
+  // Pipeline stages: the first takes split()'s input, the others the previous stage's output
+  // (B, T, C); the last stage's output goes to head_loss_sum. With one stage,
+  // head_loss_sum(stage_forward(input), targets) / items == loss(input, targets).
+  virtual torch::Tensor stage_forward(const torch::Tensor& input) = 0;
+  /// Sum of the cross-entropy over the targets' items from the last stage's output (last stage only).
+  virtual torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
+  /// What validation sums from the last stage's output, a (k,) fp32 tensor: [0] the summed loss as
+  /// head_loss_sum, then for a classifier [1] the number of correct top-1 predictions.
+  virtual torch::Tensor head_sums(const torch::Tensor& hidden, const torch::Tensor& targets) {
+    return head_loss_sum(hidden, targets).reshape({1});
+  }
+  /// Whether head_sums counts correct predictions (accuracy is reported).
+  virtual bool classifier() const { return false; }
+  /// idx (B, T) int64 → next-token logits (B, T, V) fp32, for `gridtrain generate`. The whole
+  /// model on one rank only; throws std::logic_error otherwise and for models that are not
+  /// language models.
+  virtual torch::Tensor logits(const torch::Tensor& idx) {
+    (void)idx;
+    throw std::logic_error("logits: not a language model");
+  }
+  /// State besides the parameters that checkpoints keep and that dp replicas average after each
+  /// step (batch-norm running statistics), by parameter-style name; fp32 tensors, replicated.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> replica_state() { return {}; }
+  virtual bool first_stage() const = 0;
+  virtual bool last_stage() const = 0;
+  /// How parameter (or replica_state) `name` of this rank maps onto the global tensor
+  /// (checkpoints, init, norms).
+  virtual ShardSpec shard(const std::string& name) const = 0;
+
+  /// This rank's part's sizes and costs (FLOPs per item, activation memory).
+  virtual const ModelPlan& plan() const = 0;
+  /// Sets every parameter from (seed, parameter name) alone, independent of the process grid.
+  virtual void initialize(std::uint64_t seed) = 0;
+
+  /// ZeRO stage 3's unit of parameter `name` (parallel/parameter_gather.hpp): units are numbered
+  /// in forward order on this rank, and each unit's parameters are contiguous in registration
+  /// order.
+  virtual int unit_of(const std::string& name) const = 0;
+  /// Where stage_forward and head_loss_sum gather and release their units; null (the default):
+  /// the parameters are always whole.
+  void set_parameter_gather(ParameterGather* g) { gather_ = g; }
+
+ protected:
+  bool gathers() const { return gather_ != nullptr; }
+  void gather(int unit) {
+    if (gather_) gather_->gather(unit);
+  }
+  torch::Tensor release(int unit, const torch::Tensor& out, bool keep = false) {
+    return gather_ ? gather_->release(unit, out, keep) : out;
+  }
+
+ private:
+  ParameterGather* gather_ = nullptr;
+};
+
+/// What this rank's part of a model holds and costs, known without building it (--dry-run).
+class ModelPlan {
+ public:
+  virtual ~ModelPlan() = default;
+  /// Parameter elements this rank holds (shards and padding included).
+  virtual std::int64_t parameters() const = 0;
+  /// Training FLOPs (forward + backward) per item (token or image) of the whole model.
+  virtual double flops_per_item() const = 0;
+  /// ZeRO stage 3's units (Model::unit_of) on this rank.
+  virtual int units() const = 0;
+  /// Items per sample: T tokens of a window, or 1 image.
+  virtual std::int64_t items_per_sample() const = 0;
+  /// What an item is, for rates and reports: "token" or "image".
+  virtual const char* item() const = 0;
+  /// Estimated activation memory kept for backward by one micro-batch of micro_batch samples
+  /// on this rank, bytes, with activations of elem_bytes bytes (4 fp32, 2 bf16/fp16).
+  virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
+};
+
+/// The plan of c.model.type for `layout` (same errors as make_model).
+std::unique_ptr<ModelPlan> plan_model(const Config& c, const DataShape& data, const ModelLayout& layout);
+
+/// Builds the model named by c.model.type for data of that shape, this rank's part of it for
+/// `layout` (default: the whole model).
+std::shared_ptr<Model> make_model(const Config& c, const DataShape& data);
+std::shared_ptr<Model> make_model(const Config& c, const DataShape& data, const ModelLayout& layout);
+
+/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used.
+/// Throws gridtrain::Error for sdpa on a LibTorch that lacks it (< 2.0).
+bool fused_attention(const Config& c);
+
+/// Number of elements over all parameters.
+std::int64_t count_parameters(const torch::nn::Module& m);
+
+}  // namespace gridtrain
