@@ -30,6 +30,10 @@ constexpr const char* kUsage =
     "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N]\n"
     "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5\n"
     "                                                                 image set from IDX files (.gz or not)\n"
+    "  gridtrain predict [-i DECK] --ranks N [--layout DP,TP,PP[,ZERO]] [--device a100|h100|h200|cpu]\n"
+    "                     [--achievable F] [--flops-per-s R] [--ranks-per-node G] [--cores-per-node C]\n"
+    "                     [--intra-gbps B --intra-us A --inter-gbps B --inter-us A] [--recompute] [--grad-bytes 2|4]\n"
+    "                     [--top K] [--csv] [--section.key=value ...]  predicted step time of layouts (docs/scaling.md)\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain generate CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                     [--device cpu|cuda]                         sample text from a checkpoint (one rank)\n"
@@ -105,6 +109,44 @@ int prepare_main(const std::vector<std::string>& args, Log& log) {
   throw Error("prepare: expected `prepare text` or `prepare idx`; known formats: text, idx\n" + std::string(kUsage));
 }
 
+// `gridtrain predict -i DECK --ranks N ...`: the model's options here, deck keys as overrides.
+int predict_main(const std::vector<std::string>& args, Log& log) {
+  PredictRequest r;
+  std::string layout, deck_name = kDefaultDeckName;
+  po::options_description desc("gridtrain predict");
+  desc.add_options()("in,i", po::value(&deck_name), "deck")("ranks", po::value(&r.ranks)->required(), "ranks (GPUs)")(
+      "layout", po::value(&layout), "dp,tp,pp[,zero]")("device", po::value(&r.device), "a100|h100|h200|cpu")(
+      "achievable", po::value(&r.achievable), "fraction of peak")("flops-per-s", po::value(&r.flops_per_s), "per rank")(
+      "ranks-per-node", po::value(&r.ranks_per_node), "")("cores-per-node", po::value(&r.cores_per_node), "")(
+      "intra-gbps", po::value(&r.intra_gbps), "")("intra-us", po::value(&r.intra_us), "")(
+      "inter-gbps", po::value(&r.inter_gbps), "")("inter-us", po::value(&r.inter_us), "")(
+      "recompute", po::bool_switch(&r.recompute), "")("grad-bytes", po::value(&r.grad_bytes), "")(
+      "top", po::value(&r.top), "")("csv", po::bool_switch(&r.csv), "");
+  po::variables_map vm;
+  std::vector<std::string> overrides;
+  try {
+    auto parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
+    po::store(parsed, vm);
+    po::notify(vm);
+    overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+  } catch (const po::error& e) {
+    throw Error(std::string("predict: ") + e.what() + "\n" + kUsage);
+  }
+  for (std::size_t at = 0; !layout.empty();) {  // "dp,tp,pp[,zero]"
+    const std::size_t comma = std::min(layout.find(',', at), layout.size());
+    try {
+      r.layout.push_back(std::stoi(layout.substr(at, comma - at)));
+    } catch (const std::exception&) {
+      throw Error("predict: --layout " + layout + ": not dp,tp,pp[,zero] integers");
+    }
+    if (comma == layout.size()) break;
+    at = comma + 1;
+  }
+  std::string deck = kDefaultDeck;
+  if (vm.count("in")) agree(MPI_COMM_WORLD, [&] { deck = read_deck(deck_name); });
+  return predict(parse_config(deck, deck_name, overrides), r, MPI_COMM_WORLD, log);
+}
+
 int generate_main(const std::vector<std::string>& args, Log& log) {
   GenerateOptions o;
   po::options_description desc("gridtrain generate");
@@ -136,6 +178,7 @@ int run(int argc, char** argv, int rank, Log& log) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "generate") return generate_main({args.begin() + 1, args.end()}, log);
+  if (!args.empty() && args.front() == "predict") return predict_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "inspect") {
     if (args.size() != 2) throw Error(std::string("inspect: expected one checkpoint file\n") + kUsage);
     int code = 0;

@@ -8,26 +8,13 @@
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/app/launch_plan.hpp"
 #include "gridtrain/app/samples.hpp"
-#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/model/model.hpp"
-#include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {
 namespace {
 
 // model.vocab_size, or the prepared dataset's (an attribute; the tokens are not read).
-int vocab_of(const Config& cfg) {
-  if (cfg.model.vocab_size > 0) return cfg.model.vocab_size;
-  h5_silence_errors();
-  try {
-    H5Id file(H5Fopen(cfg.data.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "cannot open it");
-    return static_cast<int>(h5_read_attr_int(file, "vocab_size"));
-  } catch (const std::runtime_error& e) {
-    throw Error("--dry-run: " + cfg.data.path + ": " + e.what() + "; prepare the dataset, or set model.vocab_size");
-  }
-}
-
 // Optimizer state bytes per parameter, fp32.
 double optimizer_bytes_per_param(OptimizerType type) {
   switch (type) {
@@ -76,9 +63,7 @@ constexpr int kColumns = 8;
 }  // namespace
 
 int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
-  DataShape data;
-  if (cfg.model.type == ModelType::Cnn) data = load_samples(cfg, world)->shape();  // the image set's metadata
-  else agree(world, [&] { data.vocab_size = vocab_of(cfg); });
+  const DataShape data = data_shape(cfg, world);
   int world_size = 1;
   MPI_Comm_size(world, &world_size);
   const LaunchPlan plan = plan_launch(cfg, world_size, /*resolve_device=*/false);
@@ -135,8 +120,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   }
   const double flops = model->flops_per_item() * cfg.train.global_batch * static_cast<double>(model->items_per_sample());
   std::snprintf(line, sizeof line, "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)\n",
-                g.size(), worst, flops, flops / g.size(),
-                cfg.model.type == ModelType::Gpt ? "6N + 12LCT per token" : "3 x 2 MACs per image");
+                g.size(), worst, flops, flops / g.size(), model->flops_formula());
   log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], optimizer_bytes_per_param(cfg.optim.type), g.dp) : ""));
   return 0;
 }

@@ -66,23 +66,25 @@ double probe_matmul_gflops(Precision precision, bool cuda, double min_seconds) {
   return best;
 }
 
+std::optional<double> datasheet_peak_tflops(const std::string& device, Precision precision) {
+  for (const auto& d : kDevices)
+    if (device.find(d.name) != std::string::npos) return precision == Precision::Fp32 ? d.single : d.half;
+  return std::nullopt;
+}
+
 Peak rank_peak(const Config& c, bool cuda) {
   if (c.output.peak_gflops > 0) return {c.output.peak_gflops, "output.peak_gflops"};
   char what[160];
   if (cuda) {
 #ifdef GRIDTRAIN_CUDA
     const std::string device = at::cuda::getCurrentDeviceProperties()->name;
-    for (const auto& d : kDevices)
-      if (device.find(d.name) != std::string::npos) {
-        const double tflops = c.precision.type == Precision::Fp32 ? d.single : d.half;
-        std::snprintf(what, sizeof what, "%s dense %s peak, datasheet", device.c_str(), name_of(c.precision.type));
-        return {1e3 * tflops, what};
-      }
+    if (const auto tflops = datasheet_peak_tflops(device, c.precision.type)) {
+      std::snprintf(what, sizeof what, "%s dense %s peak, datasheet", device.c_str(), name_of(c.precision.type));
+      return {1e3 * *tflops, what};
+    }
     std::snprintf(what, sizeof what, "%s not in the device table: %s matmul probe", device.c_str(),
                   name_of(c.precision.type));
     return {probe_matmul_gflops(c.precision.type, true), what};
-#else
-    (void)kDevices;
 #endif
   }
   std::snprintf(what, sizeof what, "%s matmul probe with this rank's threads", name_of(c.precision.type));

@@ -168,6 +168,18 @@ Trainer::Validation Trainer::evaluate() {
   return v;
 }
 
+std::vector<torch::Tensor> Trainer::clone_replica_state() {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, t] : model_->replica_state()) out.push_back(t.clone());
+  return out;
+}
+
+void Trainer::restore_replica_state(const std::vector<torch::Tensor>& saved) {
+  const auto state = model_->replica_state();
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < saved.size(); ++i) state[i].second.copy_(saved[i]);
+}
+
 // Batch-norm running statistics: each dp replica's EMA of its own micro-batches' statistics,
 // averaged so that the replicas stay equal (an average of EMAs is the EMA of the averages).
 void Trainer::average_replica_state() {
@@ -219,6 +231,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::Data);
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device
+  std::vector<torch::Tensor> before;  // the batch-norm statistics before this step's forwards
   try {
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     const double state = cfg_.debug.alloc_limit_mb > 0 ? state_bytes().peak() : 0.0;
@@ -226,6 +239,7 @@ Verdict Trainer::train_step(long long s, double lr) {
       throw std::bad_alloc();
     const SyncCheck no_sync(cfg_.debug.sync_check);
     auto windows = [&](std::int64_t first, int rows) { return model_->split(batch.narrow(0, first, rows)); };
+    before = clone_replica_state();
     loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), windows, stage_forward(s), *reducer_,
                           guard_->loss_scale());
   } catch (const std::bad_alloc&) {
@@ -254,7 +268,8 @@ Verdict Trainer::train_step(long long s, double lr) {
     optimizer_->step(lr);
     reducer_->gather_parameters();  // ZeRO: every rank's updated shard to every rank
   }
-  average_replica_state();  // a skipped step's forwards updated them too
+  if (v.action == Verdict::Action::Update) average_replica_state();
+  else restore_replica_state(before);  // a skipped or retried step leaves no trace in them either
   timer_.stamp(Section::Optim);
   return v;
 }
@@ -300,7 +315,7 @@ RunResult Trainer::run() {
     if (last || s == 0 || (s + 1) % cfg_.output.thermo == 0 || val) {
       const auto rate = throughput.interval();
       thermo.write({s + 1, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt,
-                    lr, v.norm, rate.tokens_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
+                    lr, v.norm, rate.items_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
                     guard_->skipped_nonfinite() + guard_->skipped_outliers()});
       timer_.stamp(Section::Output);
     }
@@ -350,7 +365,7 @@ StateBytes Trainer::state_bytes() {
 void Trainer::finish(RunResult& r, const Throughput& throughput) {
   r.loop_s = timer_.loop_seconds();
   const auto rate = throughput.over(static_cast<long long>(r.losses.size()), r.loop_s);
-  r.tokens_per_s = rate.tokens_per_s;
+  r.items_per_s = rate.items_per_s;
   r.mfu = rate.mfu;
   r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
   r.loss_scale = guard_->loss_scale();

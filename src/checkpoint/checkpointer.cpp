@@ -40,6 +40,7 @@ struct Snapshot {
   };
   long long step = 0;
   std::uint64_t sample_index = 0, epoch = 0;
+  std::uint64_t items_seen = 0;  // tokens (or images) trained on
   std::string optim_type;
   long long optim_steps = 0;
   TrainState train;
@@ -206,6 +207,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   auto snap = pending_ ? pending_ : std::make_shared<Snapshot>();
   snap->step = step;
   snap->sample_index = sample_index;
+  snap->items_seen = sample_index * static_cast<std::uint64_t>(model.plan().items_per_sample());
   snap->train = train;
   snap->epoch = epoch;
   snap->optim_type = name_of(opt.type());
@@ -347,7 +349,7 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(root, "format", std::string(kCheckpointFormat));
     h5_write_attr(root, "version", static_cast<long long>(kCheckpointVersion));
     h5_write_attr(root, "step", snap.step);
-    h5_write_attr(root, "tokens_seen", static_cast<long long>(snap.sample_index * cfg_.model.block_size));
+    h5_write_attr(root, "tokens_seen", static_cast<long long>(snap.items_seen));
     const auto g = grid_.shape();
     h5_write_attr(root, "grid", std::to_string(g.dp) + "," + std::to_string(g.tp) + "," + std::to_string(g.pp));
     h5_write_attr(root, "deck", config_text(cfg_));

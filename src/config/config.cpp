@@ -81,6 +81,9 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.train.global_batch % c.train.micro_batch != 0)
     errors.push_back("train.global_batch = " + std::to_string(c.train.global_batch) +
                      " is not a multiple of train.micro_batch = " + std::to_string(c.train.micro_batch));
+  if (c.data.random_crop > 0 && c.model.type != ModelType::Cnn)
+    errors.push_back("data.random_crop = " + std::to_string(c.data.random_crop) + " crops images, but model.type = " +
+                     name_of(c.model.type) + " trains on tokens; valid: 0, or model.type = cnn");
   if (c.optim.min_lr > c.optim.lr)
     errors.push_back("optim.min_lr = " + std::to_string(c.optim.min_lr) + " is above optim.lr = " +
                      std::to_string(c.optim.lr) + "; valid: min_lr <= lr");

@@ -287,7 +287,7 @@ std::vector<Key> train_keys() {
                    "sequences per optimizer step over all dp ranks (= micro_batch * dp * accumulation)", 1, 1 << 24),
       int_key<int>("train.eval_interval", GT_REF(train.eval_interval),
                    "steps between validation passes; 0 = only after the last step", 0),
-      int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation windows per pass (fixed subset)", 1,
+      int_key<int>("train.eval_samples", GT_REF(train.eval_samples), "validation samples per pass: windows of T + 1 tokens, or test images (a fixed subset)", 1,
                    1 << 20),
       int_key<std::uint64_t>("train.seed", GT_REF(train.seed), "seed of initialization and data order", 0),
       enum_key("train.device", GT_REF(train.device),

@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kSets[4] = {"/train/images", "/train/labels", "/test/images", "/test/labels"};
 
 // The metadata rank 0 reads, as text for the others: "classes C H W sha256\n" then per dataset
-// "file offset elements width signed\n".
+// "offset elements width signed\n" (the file is data.path).
 struct Meta {
   int classes = 0, channels = 0, height = 0, width = 0;
   std::string sha256;
@@ -55,14 +55,18 @@ Meta describe(const std::string& path) {
   for (int i = 0; i < 4; ++i) m.parts[i] = dataset_part(file, path, kSets[i], dims[i]);
   for (int i : {0, 2}) {
     const std::string images = kSets[i], labels = kSets[i + 1];
-    if (dims[i].size() != 4) throw Error(images + " is not 4-D (N, C, H, W)");
+    if (dims[i].size() != 4)
+      throw Error(images + " is " + std::to_string(dims[i].size()) + "-D; images are 4-D (N, C, H, W)");
     if (m.parts[i].width != 1 || m.parts[i].is_signed) throw Error(images + " is not uint8 pixels");
     if (dims[i + 1].size() != 1 || dims[i + 1][0] != dims[i][0])
       throw Error(labels + " is not 1-D with one label per image of " + images + " (" + std::to_string(dims[i][0]) + ")");
     if (dims[i][0] == 0) throw Error(images + " holds no images");
   }
+  auto chw = [](const std::vector<std::uint64_t>& d) {
+    return "(" + std::to_string(d[1]) + ", " + std::to_string(d[2]) + ", " + std::to_string(d[3]) + ")";
+  };
   if (dims[0][1] != dims[2][1] || dims[0][2] != dims[2][2] || dims[0][3] != dims[2][3])
-    throw Error("/train/images and /test/images differ in (C, H, W)");
+    throw Error("/train/images is " + chw(dims[0]) + " and /test/images " + chw(dims[2]) + " in (C, H, W); they must match");
   m.channels = static_cast<int>(dims[0][1]);
   m.height = static_cast<int>(dims[0][2]);
   m.width = static_cast<int>(dims[0][3]);

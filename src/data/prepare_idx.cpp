@@ -26,7 +26,11 @@ Idx read_idx(const std::string& path) {
   std::unique_ptr<gzFile_s, int (*)(gzFile)> in(gzopen(path.c_str(), "rb"), gzclose);
   if (!in) throw Error("cannot open '" + path + "'");
   auto read = [&](void* out, unsigned n) {
-    if (gzread(in.get(), out, n) != static_cast<int>(n)) throw Error("'" + path + "' is shorter than its IDX header says");
+    const int got = gzread(in.get(), out, n);
+    int code = Z_OK;
+    const char* why = gzerror(in.get(), &code);
+    if (got < 0 || code != Z_OK) throw Error("reading '" + path + "' failed: " + why + " (a corrupt .gz?)");
+    if (got != static_cast<int>(n)) throw Error("'" + path + "' is shorter than its IDX header says");
   };
   unsigned char magic[4];
   read(magic, 4);
@@ -78,8 +82,12 @@ IdxReport convert(const IdxOptions& o) {
   const Idx sets[4] = {read_idx(o.images), read_idx(o.labels), read_idx(o.test_images), read_idx(o.test_labels)};
   const auto train = image_dims(sets[0], sets[1], o.images, o.labels);
   const auto test = image_dims(sets[2], sets[3], o.test_images, o.test_labels);
+  auto shape = [](const std::vector<std::uint64_t>& d) {
+    return std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" + std::to_string(d[3]);
+  };
   if (!std::equal(train.begin() + 1, train.end(), test.begin() + 1))
-    throw Error("'" + o.images + "' and '" + o.test_images + "' hold images of different shapes");
+    throw Error("'" + o.images + "' holds " + shape(train) + " images and '" + o.test_images + "' " + shape(test) +
+                " (C x H x W); they must match");
   IdxReport r;
   r.train = train[0];
   r.test = test[0];
@@ -88,6 +96,9 @@ IdxReport convert(const IdxOptions& o) {
   r.width = static_cast<int>(train[3]);
   for (int i : {1, 3})
     for (const unsigned char l : sets[i].data) r.classes = std::max(r.classes, l + 1);
+  if (r.classes < 2)
+    throw Error("'" + o.labels + "' and '" + o.test_labels + "' hold one class (label 0) only; a classifier needs "
+                "at least 2");
   r.sha256 = sha256_hex(sets[0].data + sets[1].data + sets[2].data + sets[3].data);
   const std::string tmp = o.output + ".tmp";
   try {

@@ -54,7 +54,7 @@ void read_fully(int fd, void* out, std::size_t bytes, std::uint64_t offset, cons
     const ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
-      throw Error("reading tokens from '" + file + "' failed: " + (got < 0 ? std::strerror(errno) : "file too short"));
+      throw Error("reading '" + file + "' failed: " + (got < 0 ? std::strerror(errno) : "file too short"));
     p += got;
     bytes -= static_cast<std::size_t>(got);
     offset += static_cast<std::uint64_t>(got);

@@ -44,13 +44,13 @@ double CnnPlan::flops_per_item() const {
 }
 
 double CnnPlan::activation_bytes(int micro_batch, int elem_bytes) const {
-  double elems = 0.0, in = s_.channels, hw = static_cast<double>(s_.height) * s_.width;
+  double bytes = 0.0, in = s_.channels, hw = static_cast<double>(s_.height) * s_.width;
   for (const double w : s_.widths) {
-    elems += hw * (in + 3.0 * w) + hw * (w + 3.0 * w) + hw * w;  // conv1, conv2 (input, bn in/out, relu), pool in
+    bytes += hw * (in + 4.0 * w) * elem_bytes + hw / 4.0 * w * 8.0;  // input, 2 bn inputs, 2 relu outputs; indices
     in = w;
     hw /= 4.0;
   }
-  return static_cast<double>(micro_batch) * elems * elem_bytes;
+  return static_cast<double>(micro_batch) * bytes;
 }
 
 Cnn::Stage::Stage(int in, int out) {

@@ -1,5 +1,6 @@
 #include "gridtrain/output/summary.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -9,6 +10,7 @@
 #endif
 
 #include "gridtrain/output/rank_stats.hpp"
+#include "gridtrain/util/files.hpp"
 #include "gridtrain/util/memory.hpp"
 
 namespace gridtrain {
@@ -22,14 +24,25 @@ void print_performance(const RunResult& run, const RunCounters& counters, const 
   const double n = static_cast<double>(steps) * c.train.global_batch * counters.items_per_sample;
   log.print("\nLoop time of " + fmt("%.6g", run.loop_s) + " on " + std::to_string(grid.shape().size()) +
             " procs for " + std::to_string(steps) + " steps with " + fmt("%.0f", n) + " " + items + "\n\n");
-  log.print("Performance: " + fmt("%.1f", run.tokens_per_s) + " " + items + "/s, " +
-            fmt("%.2f", run.tokens_per_s / counters.items_per_sample) + " samples/s, " + fmt("%.2f", 100.0 * run.mfu) +
+  log.print("Performance: " + fmt("%.1f", run.items_per_s) + " " + items + "/s, " +
+            fmt("%.2f", run.items_per_s / counters.items_per_sample) + " samples/s, " + fmt("%.2f", 100.0 * run.mfu) +
             "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank: " + counters.peak_source + ")\n");
 }
 
 // What the reducer actually did, not what the deck asked for (compression disables overlap;
 // 1-bit Adam keeps gradients local after its freeze).
-void print_exchange(const RunCounters& counters, long long steps, const Reducer& reducer, Grid& grid, Log& log) {
+// Bytes sent per training step and rank on dp, tp, pp (averages over ranks).
+std::array<double, 3> bytes_per_step(const RunCounters& counters, long long steps, Grid& grid) {
+  std::array<double, 3> bytes{};
+  for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(counters.bytes_sent[i]);
+  grid.all().blocking_sum(bytes.data(), 3, "bytes sent");
+  const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, steps));
+  for (auto& b : bytes) b /= per;
+  return bytes;
+}
+
+void print_exchange(const RunCounters& counters, const std::array<double, 3>& bytes, const Reducer& reducer, Grid& grid,
+                    Log& log) {
   Axis& dp = grid.dp();
   if (dp.size() > 1) {
     const ExchangeStats& st = reducer.stats();
@@ -51,12 +64,38 @@ void print_exchange(const RunCounters& counters, long long steps, const Reducer&
                    : "") +
               "\n");
   }
-  double bytes[3];
-  for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(counters.bytes_sent[i]);
-  grid.all().blocking_sum(bytes, 3, "bytes sent");
-  const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, steps));
-  log.print("Bytes sent per training step and rank (avg over ranks): dp " + fmt("%.0f", bytes[0] / per) + ", tp " +
-            fmt("%.0f", bytes[1] / per) + ", pp " + fmt("%.0f", bytes[2] / per) + "\n");
+  log.print("Bytes sent per training step and rank (avg over ranks): dp " + fmt("%.0f", bytes[0]) + ", tp " +
+            fmt("%.0f", bytes[1]) + ", pp " + fmt("%.0f", bytes[2]) + "\n");
+}
+
+// <output.dir>/summary.json: the numbers of the report for scripts (scripts/scaling), one object.
+std::string summary_json(const RunResult& run, const RunCounters& counters, const Config& c, const Breakdown& b,
+                         const std::array<double, 3>& bytes, Grid& grid) {
+  const GridShape& g = grid.shape();
+  const auto steps = static_cast<long long>(run.losses.size());
+  auto num = [](double v) { return std::isfinite(v) ? fmt("%.9g", v) : std::string("null"); };
+  auto quoted = [](const std::string& text) {  // a JSON string (paths: no control characters)
+    std::string q = "\"";
+    for (const char ch : text) (ch == '"' || ch == '\\' ? q += '\\' : q) += ch;
+    return q + "\"";
+  };
+  std::string sections;
+  for (const auto& row : b.rows) sections += "\"" + row.name + "\": " + num(row.avg_s) + ", ";
+  sections += "\"Other\": " + num(b.other_avg_s);
+  std::string out = "{\"deck\": " + quoted(c.deck_name) + ", \"model\": \"" + name_of(c.model.type) + "\", \"ranks\": " +
+                    std::to_string(g.size()) + ", \"dp\": " + std::to_string(g.dp) + ", \"tp\": " +
+                    std::to_string(g.tp) + ", \"pp\": " + std::to_string(g.pp) + ", \"zero_stage\": " +
+                    std::to_string(c.optim.zero_stage) + ", \"global_batch\": " + std::to_string(c.train.global_batch) +
+                    ", \"micro_batch\": " + std::to_string(c.train.micro_batch) + ", \"steps\": " +
+                    std::to_string(steps) + ", \"loop_s\": " + num(run.loop_s) + ", \"step_s\": " +
+                    num(steps > 0 ? run.loop_s / static_cast<double>(steps) : 0.0) + ", \"item\": \"" + counters.item +
+                    "\", \"items_per_s\": " + num(run.items_per_s) + ", \"mfu\": " + num(run.mfu) +
+                    ", \"peak_gflops_per_rank\": " + num(counters.peak_gflops) + ", \"sections_s\": {" + sections +
+                    "}, \"bytes_per_step\": {\"dp\": " + num(bytes[0]) + ", \"tp\": " + num(bytes[1]) +
+                    ", \"pp\": " + num(bytes[2]) + "}";
+  if (run.final_val_loss) out += ", \"final_val_loss\": " + num(*run.final_val_loss);
+  if (run.final_val_accuracy) out += ", \"final_val_accuracy\": " + num(*run.final_val_accuracy);
+  return out + "}\n";
 }
 
 void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& guard, Log& log) {
@@ -105,13 +144,13 @@ void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
 
 }  // namespace
 
-Throughput::Throughput(double tokens_per_step, double flops_per_step, double peak_flops)
-    : tokens_per_step_(tokens_per_step), flops_per_step_(flops_per_step), peak_flops_(peak_flops) {}
+Throughput::Throughput(double items_per_step, double flops_per_step, double peak_flops)
+    : items_per_step_(items_per_step), flops_per_step_(flops_per_step), peak_flops_(peak_flops) {}
 
 Throughput::Rate Throughput::over(long long steps, double seconds) const {
   const double n = static_cast<double>(steps);
   if (steps == 0 || seconds <= 0) return {};
-  return {tokens_per_step_ * n / seconds, 1e3 * seconds / n, flops_per_step_ * n / seconds / peak_flops_};
+  return {items_per_step_ * n / seconds, 1e3 * seconds / n, flops_per_step_ * n / seconds / peak_flops_};
 }
 
 Throughput::Rate Throughput::interval() {
@@ -128,7 +167,8 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   print_performance(run, counters, c, grid, log);
   const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.all());
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
-  print_exchange(counters, static_cast<long long>(run.losses.size()), reducer, grid, log);
+  const auto bytes = bytes_per_step(counters, static_cast<long long>(run.losses.size()), grid);
+  print_exchange(counters, bytes, reducer, grid, log);
   print_stability(c, checkpointer, guard, log);
   print_memory(counters, grid, log);
   const std::string per = "/" + counters.item;
@@ -139,6 +179,7 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   if (run.final_val_accuracy)
     log.print("Final validation accuracy: " + fmt("%.4f", *run.final_val_accuracy) + " (top-1) over " +
               std::to_string(counters.val_windows) + " samples\n");
+  if (log.active()) replace_file(c.output.dir + "/summary.json", summary_json(run, counters, c, b, bytes, grid));
 }
 
 }  // namespace gridtrain

@@ -53,7 +53,7 @@ void Thermo::write(const ThermoRow& r) {
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
   if (r.val_accuracy) std::snprintf(acc, sizeof acc, "%10.4f", *r.val_accuracy);
   std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s\n", r.step, r.loss, val,
-                r.lr, r.grad_norm, r.tokens_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "");
+                r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "");
   log_.print(line);
 
   std::string json;
@@ -71,7 +71,7 @@ void Thermo::write(const ThermoRow& r) {
   if (r.val_accuracy) add("val_accuracy", "%.8g", *r.val_accuracy);
   add("lr", "%.8g", r.lr);
   add("grad_norm", "%.8g", r.grad_norm);
-  add(rate_key_.c_str(), "%.6g", r.tokens_per_s);
+  add(rate_key_.c_str(), "%.6g", r.items_per_s);
   add("step_ms", "%.6g", r.step_ms);
   add("mfu", "%.6g", r.mfu);
   add("comm_bytes", "%llu", static_cast<unsigned long long>(r.comm_bytes));

@@ -4,6 +4,8 @@
 // mpiexec -n 2.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "../support/corpus.hpp"
 #include "../support/mpi_util.hpp"
 #include "../support/training.hpp"
@@ -100,4 +102,27 @@ TEST_CASE("cnn refuses tensor and pipeline parallelism by name", "[np2]") {
     CHECK_THROWS_WITH(Trainer(c, MPI_COMM_WORLD, quiet, 1.0),
                       Catch::Contains("model.type = cnn is data parallel only") && Catch::Contains("grid.tp"));
   }
+}
+
+TEST_CASE("cnn: a skipped step leaves the batch-norm statistics as they were; bf16 trains", "[np2]") {
+  const auto dir = image_dir("cnn-skip");
+  Log quiet(false);
+  Config c = tiny_cnn(dir, 2, 8);
+  Trainer two(c, MPI_COMM_WORLD, quiet, 1.0);
+  two.run();
+  c.train.steps = 3;
+  c.debug.nonfinite = NonfiniteFault::Loss;  // step 3's loss is NaN on rank 0: every rank skips it
+  c.debug.nonfinite_step = 3;
+  Trainer skipped(c, MPI_COMM_WORLD, quiet, 1.0);
+  const RunResult r = skipped.run();
+  REQUIRE(r.skipped == 1);
+  CHECK(bitwise_equal(snapshot(skipped), snapshot(two)));  // parameters, optimizer and batch-norm state
+
+  Config bf16 = tiny_cnn(dir, 20, 16);
+  bf16.precision.type = Precision::Bf16;
+  bf16.optim.lr = 3e-3;
+  const RunResult b = Trainer(bf16, MPI_COMM_WORLD, quiet, 1.0).run();
+  REQUIRE(b.final_val_accuracy);
+  CHECK(std::isfinite(*b.final_val_loss));
+  CHECK(*b.final_val_accuracy > 0.5);  // 4 classes: chance is 0.25
 }

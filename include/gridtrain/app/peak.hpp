@@ -11,6 +11,7 @@
 // A short probe under-measures (turbo, caches, a noisy neighbour) and a run then shows MFU > 100 %;
 // this one does not stop before it is stable.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "gridtrain/config/config.hpp"
@@ -25,6 +26,11 @@ struct Peak {
 /// The peak of a rank training on its CUDA device (cuda; call it once the rank has one) or the
 /// CPU, at c.precision.type. In a CPU build cuda is ignored.
 Peak rank_peak(const Config& c, bool cuda);
+
+/// The dense datasheet peak, TFLOP/s, at `precision` (bf16/fp16 tensor cores, or fp32 without
+/// TF32) of the GPU whose name contains a table entry (H100 PCIe, H100 NVL, H100, H200, A100,
+/// L40S; the first match wins); nullopt for other devices.
+std::optional<double> datasheet_peak_tflops(const std::string& device, Precision precision);
 
 /// Best GFLOP/s of an n×n×n matrix product in `precision` on the CPU or the current CUDA device,
 /// n doubling from 256 until one product takes >= 50 ms, then repeated for >= min_seconds.

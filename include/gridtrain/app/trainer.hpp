@@ -72,6 +72,9 @@ class Trainer {
   void poison_gradient();
   /// Averages the model's replica_state over dp (batch-norm running statistics).
   void average_replica_state();
+  /// Copies of the model's replica_state, and putting them back (a step that does not update).
+  std::vector<torch::Tensor> clone_replica_state();
+  void restore_replica_state(const std::vector<torch::Tensor>& saved);
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the

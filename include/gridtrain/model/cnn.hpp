@@ -34,8 +34,10 @@ class CnnPlan : public ModelPlan {
   int units() const override { return static_cast<int>(s_.widths.size()) + 1; }  // stages, head
   std::int64_t items_per_sample() const override { return 1; }
   const char* item() const override { return "image"; }
-  /// Per conv layer the input, the batch-norm input and output and the ReLU output (its mask
-  /// counted as an element), plus the pooling inputs: elem_bytes per element, per image.
+  const char* flops_formula() const override { return "3 x 2 MACs per image"; }
+  /// What backward keeps per image: each stage's input, both batch-norm inputs and both ReLU
+  /// outputs (the next layer's and the pooling's inputs are those same tensors) at elem_bytes,
+  /// and the pooling's int64 indices.
   double activation_bytes(int micro_batch, int elem_bytes) const override;
   /// Features entering the head: w_last · (H / 2^S) · (W / 2^S).
   std::int64_t head_features() const;

@@ -37,7 +37,7 @@ class GptPlan : public ModelPlan {
   bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
   Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
   int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
-  int tp_size() const { return layout_.tp ? layout_.tp->size() : 1; }
+  int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }
   /// This rank's parameter names, in the module's registration order.
   std::vector<std::string> names() const;
   /// Throws std::invalid_argument for a name that is not a GPT parameter.
@@ -49,6 +49,7 @@ class GptPlan : public ModelPlan {
   int units() const override { return static_cast<int>(layout_.layers) + 3; }  // blocks, wte, wpe, ln_f
   std::int64_t items_per_sample() const override { return s_.block_size; }
   const char* item() const override { return "token"; }
+  const char* flops_formula() const override { return "6N + 12LCT per token"; }
   /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
   /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
   /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and

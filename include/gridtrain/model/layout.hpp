@@ -9,9 +9,10 @@ class Axis;
 
 /// Where this rank's part of the model sits in the grid.
 struct ModelLayout {
-  Axis* tp = nullptr;  ///< null: no tensor parallelism
+  Axis* tp = nullptr;  ///< null: no tensor parallelism (or, for planning alone, tp_size ranks)
   int stage = 0, stages = 1;
   std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
+  int tp_size = 1;  ///< tensor-parallel ranks when tp is null: a plan without a grid (predict)
 };
 
 }  // namespace gridtrain

@@ -108,6 +108,8 @@ class ModelPlan {
   virtual std::int64_t items_per_sample() const = 0;
   /// What an item is, for rates and reports: "token" or "image".
   virtual const char* item() const = 0;
+  /// How flops_per_item counts, for reports: "6N + 12LCT per token".
+  virtual const char* flops_formula() const = 0;
   /// Estimated activation memory kept for backward by one micro-batch of micro_batch samples
   /// on this rank, bytes, with activations of elem_bytes bytes (4 fp32, 2 bf16/fp16).
   virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;

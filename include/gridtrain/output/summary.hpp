@@ -25,11 +25,11 @@ namespace gridtrain {
 class Throughput {
  public:
   struct Rate {
-    double tokens_per_s = 0, step_ms = 0, mfu = 0;
+    double items_per_s = 0, step_ms = 0, mfu = 0;
   };
   /// Per step over the whole grid: tokens and training FLOPs; peak_flops: FLOP/s summed over
   /// ranks. The first interval starts now.
-  Throughput(double tokens_per_step, double flops_per_step, double peak_flops);
+  Throughput(double items_per_step, double flops_per_step, double peak_flops);
   void step() { ++interval_steps_; }
   /// Seconds of the current interval that were not training (validation).
   void exclude(double seconds) { excluded_s_ += seconds; }
@@ -39,7 +39,7 @@ class Throughput {
   Rate over(long long steps, double seconds) const;
 
  private:
-  double tokens_per_step_, flops_per_step_, peak_flops_;
+  double items_per_step_, flops_per_step_, peak_flops_;
   Stopwatch interval_;
   long long interval_steps_ = 0;
   double excluded_s_ = 0;
@@ -56,7 +56,7 @@ struct RunResult {
   long long skipped = 0;    ///< updates skipped (non-finite or outlier), including before a resume
   double loss_scale = 1.0;  ///< dynamic loss scale at the end (1 without loss scaling)
   double loop_s = 0;        ///< wall seconds of the step loop
-  double tokens_per_s = 0;  ///< global training items (tokens; images) / loop_s
+  double items_per_s = 0;  ///< global training items (tokens; images) / loop_s
   double mfu = 0;           ///< fraction of the summed per-rank peak
 };
 
@@ -80,7 +80,10 @@ struct RunCounters {
   double items_per_sample = 1;                ///< ModelPlan::items_per_sample
 };
 
-/// Prints the end-of-run report on rank 0. Collective over the grid (reductions over ranks).
+/// Prints the end-of-run report on rank 0 and writes its numbers to <output.dir>/summary.json
+/// (layout, steps, loop_s, step_s, items_per_s, mfu, sections_s: the breakdown's average seconds
+/// per section over the run, bytes_per_step per axis, final validation figures). Collective over
+/// the grid (reductions over ranks).
 void print_summary(const RunResult& run, const RunCounters& counters, const Config& c, const Timer& timer,
                    const Reducer& reducer, const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid,
                    Log& log);

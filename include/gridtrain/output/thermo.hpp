@@ -17,7 +17,7 @@ struct ThermoRow {
   std::optional<double> val_accuracy;  ///< classifiers: top-1 validation accuracy when computed
   double lr;                       ///< learning rate used by this step
   double grad_norm;                ///< global L2 norm before clipping
-  double tokens_per_s;             ///< global items (tokens; images) per second over the interval
+  double items_per_s;             ///< global items (tokens; images) per second over the interval
   double step_ms;                  ///< wall ms per step over the interval (evaluation excluded)
   double mfu;                      ///< model FLOPs utilization, fraction of peak
   std::uint64_t comm_bytes;        ///< bytes this rank sent on the dp axis in this step (gradients

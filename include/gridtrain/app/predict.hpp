@@ -1,0 +1,90 @@
+// `gridtrain predict`: an analytic model of one training step's time for a layout (dp, tp, pp,
+// ZeRO stage) on a machine, from the deck's ModelPlan, so that a layout can be chosen before an
+// allocation is spent. Per rank and step, with N = dp·tp·pp ranks and m = global_batch /
+// (micro_batch·dp) micro-batches:
+//
+//   compute  F / (N · R)            F: the step's training FLOPs (ModelPlan::flops_per_item × items;
+//                                   × 4/3 with full activation recomputation: one more forward),
+//                                   R: achievable FLOP/s per rank (its share of a node's cores on a CPU)
+//   bubble   compute · (p − 1) / m   1F1B / GPipe idle time (Narayanan et al. 2021, §2.2: the bubble
+//                                   is (p − 1)/(m + p − 1) of the step)
+//   tp       per layer and micro-batch 4 all-reduces of b·T·C activations (6 with recomputation;
+//            Megatron-LM, Shoeybi et al. 2019 §3, Narayanan et al. §3.2)
+//   pp       2 point-to-point transfers of b·T·C per micro-batch (activation and its gradient),
+//            1/t of it across nodes (Narayanan et al. §4.1's scatter/gather)
+//   dp       the gradient all-reduce of the rank's Ψ parameters: 2(d − 1)/d · Ψ · grad_bytes (ZeRO
+//            stages 1–2 the same volume as reduce-scatter + all-gather, stage 3 × 3/2; Rajbhandari
+//            et al. 2020 §7)
+//   all-reduce on k ranks as a ring: 2(k − 1)·α + 2(k − 1)/k · bytes / β (Patarasuk & Yuan 2009),
+//   α, β of the link the group spans: inside a node (ranks_per_node) or across nodes; ranks are
+//   placed as gridtrain's grid places them, tp fastest, then dp, then pp.
+//   step = compute + bubble + tp + pp + dp (communication counted as exposed).
+// Memory per rank: weights 4Ψ, gradients 4Ψ and optimizer state (8Ψ AdamW, 4Ψ SGD) divided by dp
+// as the ZeRO stage says, bf16/fp16 casts 2Ψ, activations of the micro-batches in flight
+// (ModelPlan::activation_bytes; with recomputation each layer keeps only its b·T·C input).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/model/model.hpp"
+
+namespace gridtrain {
+
+/// One link class: latency α (seconds per message) and bandwidth β (bytes/s per rank).
+struct Link {
+  double latency_s = 0;
+  double bytes_per_s = 0;
+};
+
+struct Machine {
+  std::string name;
+  double flops_per_s = 0;      ///< achievable per rank (device: peak × achievable fraction)
+  double peak_flops = 0;       ///< per rank, the MFU denominator
+  double memory_bytes = 0;     ///< per rank; 0: not checked
+  int ranks_per_node = 1;      ///< GPUs (or MPI ranks) per node
+  double cores_per_node = 0;   ///< CPU nodes: ranks beyond this many share the cores; 0: a device per rank
+  Link intra, inter;           ///< inside a node, between nodes
+};
+
+/// The machine of a device-table entry (a100, h100, h200: datasheet dense peak at `precision`,
+/// memory, NVLink and 8 × InfiniBand links of a DGX/HGX node) with R = peak × achievable.
+/// Throws gridtrain::Error for another name, listing the known ones.
+Machine device_machine(const std::string& name, Precision precision, double achievable);
+
+struct StepLayout {
+  int dp = 1, tp = 1, pp = 1, zero = 0;
+};
+
+struct Prediction {
+  StepLayout layout;
+  int micro_batches = 0;         ///< m
+  double compute_s = 0, bubble_s = 0, tp_s = 0, pp_s = 0, dp_s = 0;
+  double step_s = 0;             ///< their sum
+  double items_per_s = 0;        ///< tokens (or images) per second, the whole job
+  double mfu = 0;                ///< model FLOPs (no recomputation) / (step · N · peak)
+  double tflops_per_rank = 0;    ///< the FLOPs executed (recomputation included) per rank and second / 1e12
+  double memory_bytes = 0;       ///< per rank, the largest stage's
+  std::string infeasible;        ///< why the layout cannot run ("" when it can)
+};
+
+struct PredictOptions {
+  bool recompute = false;  ///< full activation recomputation (Megatron's --recompute-activations)
+  int grad_bytes = 4;      ///< bytes per gradient element in the dp all-reduce (4 fp32, 2 bf16)
+};
+
+/// The prediction for one layout (infeasible set, the times still filled where they mean
+/// something). data: what the data fix about the model (app/samples.hpp data_shape).
+Prediction predict_step(const Config& c, const DataShape& data, const StepLayout& layout, const Machine& m,
+                        const PredictOptions& o);
+
+/// Every (dp, tp, pp, zero) with dp·tp·pp = ranks that the model allows (tp divides n_head and
+/// fits in a node, pp <= n_layer, micro_batch·dp divides global_batch; cnn: tp = pp = 1),
+/// predicted; feasible ones first, by step time.
+std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int ranks, const Machine& m,
+                                     const PredictOptions& o);
+
+/// The predictions as a fixed-width table (times in ms, memory in GiB), with a header.
+std::string format_predictions(const std::vector<Prediction>& p, const char* item);
+
+}  // namespace gridtrain

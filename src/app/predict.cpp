@@ -1,0 +1,223 @@
+#include "gridtrain/app/predict.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <thread>
+
+#include "gridtrain/app/app.hpp"
+#include "gridtrain/app/peak.hpp"
+#include "gridtrain/app/samples.hpp"
+#include "gridtrain/parallel/pipeline.hpp"
+#include "gridtrain/util/error.hpp"
+
+namespace gridtrain {
+namespace {
+
+// Ring all-reduce of `bytes` on k ranks over `link` (Patarasuk & Yuan 2009).
+double allreduce_s(double bytes, int k, const Link& link) {
+  if (k <= 1) return 0.0;
+  return 2.0 * (k - 1) * link.latency_s + 2.0 * (k - 1) / k * bytes / link.bytes_per_s;
+}
+
+// A group of k ranks at stride s (the grid places tp fastest, then dp, then pp) stays in a node
+// when s·k ranks fit in one.
+const Link& link_of(const Machine& m, int stride, int k) {
+  return stride * k <= m.ranks_per_node ? m.intra : m.inter;
+}
+
+double optimizer_bytes_per_param(OptimizerType type) {
+  return type == OptimizerType::Sgd ? 4.0 : type == OptimizerType::OnebitAdam ? 16.0 : 8.0;
+}
+
+// This stage's plan without a grid.
+std::unique_ptr<ModelPlan> stage_plan(const Config& c, const DataShape& d, const StepLayout& l, int stage,
+                                      const std::vector<int>& layers) {
+  ModelLayout layout{nullptr, stage, l.pp, 0, layers[static_cast<std::size_t>(stage)], l.tp};
+  for (int s = 0; s < stage; ++s) layout.first_layer += layers[static_cast<std::size_t>(s)];
+  return plan_model(c, d, layout);
+}
+
+}  // namespace
+
+Machine device_machine(const std::string& name, Precision precision, double achievable) {
+  struct Entry {
+    const char* name;
+    const char* datasheet;  // the peak table's name (app/peak.hpp)
+    double memory, nvlink, infiniband;  // bytes; bytes/s per GPU and direction
+  };
+  // DGX/HGX nodes of 8: NVLink 3 (A100) 300 GB/s, NVLink 4 (H100, H200) 450 GB/s per direction;
+  // one HDR (200 Gb/s) or NDR (400 Gb/s) InfiniBand port per GPU.
+  static constexpr std::array<Entry, 3> kTable = {{{"a100", "A100", 80e9, 300e9, 25e9},
+                                                   {"h100", "H100", 80e9, 450e9, 50e9},
+                                                   {"h200", "H200", 141e9, 450e9, 50e9}}};
+  for (const auto& e : kTable)
+    if (name == e.name) {
+      const double peak = 1e12 * datasheet_peak_tflops(e.datasheet, precision).value();
+      return {e.datasheet, peak * achievable, peak, e.memory, 8, 0, {5e-6, e.nvlink}, {10e-6, e.infiniband}};
+    }
+  throw Error("predict: --device " + name + " is not in the device table; valid: a100, h100, h200, or cpu (the "
+              "matmul probe), or give --flops-per-s and the links yourself");
+}
+
+Prediction predict_step(const Config& c, const DataShape& data, const StepLayout& l, const Machine& m,
+                        const PredictOptions& o) {
+  Prediction p;
+  p.layout = l;
+  const int N = l.dp * l.tp * l.pp, b = c.train.micro_batch;
+  auto refuse = [&](std::string why) {
+    if (p.infeasible.empty()) p.infeasible = std::move(why);
+  };
+  if (c.model.type == ModelType::Cnn && (l.tp > 1 || l.pp > 1)) refuse("cnn is data parallel only");
+  if (c.model.n_head % l.tp != 0) refuse("tp does not divide n_head");
+  if (l.pp > c.model.n_layer) refuse("more stages than layers");
+  if (c.train.global_batch % (b * l.dp) != 0) refuse("micro_batch x dp does not divide global_batch");
+  if (!p.infeasible.empty()) return p;
+  p.micro_batches = c.train.global_batch / (b * l.dp);
+  const double M = p.micro_batches;
+  const auto layers = stage_layers({}, c.model.type == ModelType::Gpt ? c.model.n_layer : 1, l.pp);
+  const auto first = stage_plan(c, data, l, 0, layers), last = stage_plan(c, data, l, l.pp - 1, layers);
+
+  // Compute: the step's FLOPs spread evenly over the ranks, at each rank's share of its node.
+  const double items = static_cast<double>(first->items_per_sample()) * c.train.global_batch;
+  const double model_flops = first->flops_per_item() * items;
+  const double flops = model_flops * (o.recompute ? 4.0 / 3.0 : 1.0);
+  const int on_node = std::min(N, m.ranks_per_node);
+  const double share = m.cores_per_node > 0 ? std::min(1.0, m.cores_per_node / on_node) : 1.0;
+  p.compute_s = flops / N / (m.flops_per_s * share);
+  p.bubble_s = p.compute_s * (l.pp - 1) / M;
+
+  const int act = c.precision.type == Precision::Fp32 ? 4 : 2;
+  const double activation = static_cast<double>(b) * c.model.block_size * c.model.n_embd * act;  // b·T·C
+  if (l.tp > 1)
+    p.tp_s = layers.front() * M * (o.recompute ? 6 : 4) * allreduce_s(activation, l.tp, link_of(m, 1, l.tp));
+  if (l.pp > 1) {
+    const Link& link = link_of(m, l.tp * l.dp, l.pp);
+    const double bytes = &link == &m.inter ? activation / l.tp : activation;
+    p.pp_s = 2.0 * M * (link.latency_s + bytes / link.bytes_per_s);
+  }
+  const double psi = static_cast<double>(std::max(first->parameters(), last->parameters()));
+  if (l.dp > 1)
+    p.dp_s = (l.zero == 3 ? 1.5 : 1.0) * allreduce_s(psi * o.grad_bytes, l.dp, link_of(m, l.tp, l.dp));
+  p.step_s = p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.dp_s;
+  p.items_per_s = items / p.step_s;
+  p.mfu = model_flops / N / p.step_s / m.peak_flops;
+  p.tflops_per_rank = flops / N / p.step_s / 1e12;
+
+  // Memory: model state as ZeRO shards it, autocast copies, activations in flight on stage 0.
+  const double d = l.dp, z = l.zero;
+  const double state = psi * (4.0 / (z >= 3 ? d : 1) + 4.0 / (z >= 2 ? d : 1) +
+                              optimizer_bytes_per_param(c.optim.type) / (z >= 1 ? d : 1) + (act == 2 ? 2.0 : 0.0));
+  const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
+  const double per_microbatch = o.recompute ? layers.front() * activation + first->activation_bytes(b, act) / layers.front()
+                                            : first->activation_bytes(b, act);
+  p.memory_bytes = state + in_flight * per_microbatch;
+  if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) refuse("out of memory");
+  return p;
+}
+
+std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int ranks, const Machine& m,
+                                     const PredictOptions& o) {
+  std::vector<Prediction> out;
+  for (int tp = 1; tp <= ranks; ++tp) {
+    if (ranks % tp != 0 || tp > m.ranks_per_node) continue;  // tensor parallelism inside a node
+    for (int pp = 1; pp <= ranks / tp; ++pp) {
+      if ((ranks / tp) % pp != 0) continue;
+      const int dp = ranks / tp / pp;
+      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+        Prediction p = predict_step(c, data, {dp, tp, pp, zero}, m, o);
+        if (p.micro_batches > 0) out.push_back(std::move(p));  // allowed by the model and the batch
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) {
+    if (a.infeasible.empty() != b.infeasible.empty()) return a.infeasible.empty();
+    return a.step_s < b.step_s;
+  });
+  return out;
+}
+
+std::string format_predictions(const std::vector<Prediction>& ps, const char* item) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%4s %4s %4s %4s %6s %10s %9s %9s %9s %9s %9s %11s %6s %8s %8s  %s\n", "dp", "tp",
+                "pp", "zero", "m", "step ms", "compute", "bubble", "tp", "pp", "dp", (std::string(item) + "s/s").c_str(),
+                "MFU%", "TF/rank", "mem GiB", "");
+  std::string out = line;
+  for (const auto& p : ps) {
+    const auto& l = p.layout;
+    std::snprintf(line, sizeof line, "%4d %4d %4d %4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.1f %8.2f  %s\n",
+                  l.dp, l.tp, l.pp, l.zero, p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
+                  1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
+                  p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
+    out += line;
+  }
+  return out;
+}
+
+namespace {
+
+// The machine of a request: a device-table entry or this CPU, with the links given.
+Machine request_machine(const Config& c, const PredictRequest& r) {
+  Machine m;
+  if (r.device == "cpu") {
+    const double probe = 1e9 * probe_matmul_gflops(c.precision.type, false);
+    m = {"this CPU (matmul probe)", probe, probe, 0, r.ranks, static_cast<double>(std::thread::hardware_concurrency()),
+         {5e-6, 5e9}, {5e-6, 5e9}};  // shared memory: bench_allreduce_bandwidth's 16 MiB bus bandwidth here
+  } else {
+    m = device_machine(r.device, c.precision.type, r.achievable);
+  }
+  if (r.flops_per_s > 0) m.flops_per_s = r.flops_per_s;
+  if (r.ranks_per_node > 0) m.ranks_per_node = r.ranks_per_node;
+  if (r.cores_per_node > 0) m.cores_per_node = r.cores_per_node;
+  if (r.intra_gbps > 0) m.intra.bytes_per_s = 1e9 * r.intra_gbps;
+  if (r.inter_gbps > 0) m.inter.bytes_per_s = 1e9 * r.inter_gbps;
+  if (r.intra_us >= 0) m.intra.latency_s = 1e-6 * r.intra_us;
+  if (r.inter_us >= 0) m.inter.latency_s = 1e-6 * r.inter_us;
+  return m;
+}
+
+std::string csv(const std::vector<Prediction>& ps) {
+  std::string out = "dp,tp,pp,zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,dp_s,items_per_s,mfu,tflops_per_rank,"
+                    "memory_bytes,infeasible\n";
+  char line[512];
+  for (const auto& p : ps) {
+    std::snprintf(line, sizeof line, "%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n", p.layout.dp,
+                  p.layout.tp, p.layout.pp, p.layout.zero, p.micro_batches, p.step_s, p.compute_s, p.bubble_s, p.tp_s,
+                  p.pp_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.memory_bytes, p.infeasible.c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
+
+int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log) {
+  if (r.ranks < 1) throw Error("predict: --ranks N (N >= 1) is required");
+  const auto& L = r.layout;
+  if (!L.empty() && (L.size() < 3 || L.size() > 4 || L[0] * L[1] * L[2] != r.ranks || (L.size() == 4 && (L[3] < 0 || L[3] > 3))))
+    throw Error("predict: --layout takes dp,tp,pp[,zero] with dp·tp·pp = --ranks " + std::to_string(r.ranks) +
+                " and zero in 0..3");
+  const DataShape data = data_shape(cfg, world);
+  const Machine m = request_machine(cfg, r);
+  const PredictOptions o{r.recompute, r.grad_bytes};
+  std::vector<Prediction> ps;
+  if (!L.empty()) ps.push_back(predict_step(cfg, data, {L[0], L[1], L[2], L.size() == 4 ? L[3] : 0}, m, o));
+  else ps = rank_layouts(cfg, data, r.ranks, m, o);
+  if (ps.size() > static_cast<std::size_t>(r.top)) ps.resize(static_cast<std::size_t>(r.top));
+  const char* item = cfg.model.type == ModelType::Gpt ? "token" : "image";
+  if (r.csv) {
+    log.print(csv(ps));
+    return 0;
+  }
+  char head[512];
+  std::snprintf(head, sizeof head,
+                "Predicted step of %s (%s) on %d ranks of %s: %.4g TFLOP/s per rank achievable, %.4g peak, %d ranks per "
+                "node, links %.3g GB/s + %.3g us inside a node, %.3g GB/s + %.3g us between nodes%s\n",
+                cfg.deck_name.c_str(), name_of(cfg.model.type), r.ranks, m.name.c_str(), m.flops_per_s / 1e12,
+                m.peak_flops / 1e12, m.ranks_per_node, m.intra.bytes_per_s / 1e9, 1e6 * m.intra.latency_s,
+                m.inter.bytes_per_s / 1e9, 1e6 * m.inter.latency_s, r.recompute ? ", full recomputation" : "");
+  log.print(std::string(head) + format_predictions(ps, item));
+  return 0;
+}
+
+}  // namespace gridtrain
