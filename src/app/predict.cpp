@@ -109,9 +109,9 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const double state = psi * (4.0 / (z >= 3 ? d : 1) + 4.0 / (z >= 2 ? d : 1) +
                               optimizer_bytes_per_param(c.optim.type) / (z >= 1 ? d : 1) + (act == 2 ? 2.0 : 0.0));
   const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
-  const double per_microbatch = o.recompute ? layers.front() * activation + first->activation_bytes(b, act) / layers.front()
-                                            : first->activation_bytes(b, act);
-  p.memory_bytes = state + in_flight * per_microbatch;
+  const double stage = first->activation_bytes(b, act);  // every layer's activations of one micro-batch
+  p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation + stage / layers.front()  // + one layer redone
+                                        : in_flight * stage);
   if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) refuse("out of memory");
   return p;
 }
@@ -145,7 +145,7 @@ std::string format_predictions(const std::vector<Prediction>& ps, const char* it
   std::string out = line;
   for (const auto& p : ps) {
     const auto& l = p.layout;
-    std::snprintf(line, sizeof line, "%4d %4d %4d %4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.1f %8.2f  %s\n",
+    std::snprintf(line, sizeof line, "%4d %4d %4d %4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.3g  %s\n",
                   l.dp, l.tp, l.pp, l.zero, p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
                   1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
                   p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
@@ -160,8 +160,9 @@ namespace {
 Machine request_machine(const Config& c, const PredictRequest& r) {
   Machine m;
   if (r.device == "cpu") {
-    const double probe = 1e9 * probe_matmul_gflops(c.precision.type, false);
-    m = {"this CPU (matmul probe)", probe, probe, 0, r.ranks, static_cast<double>(std::thread::hardware_concurrency()),
+    torch::set_num_threads(1);  // a core's rate: ranks share the node's cores
+    const double probe = r.flops_per_s > 0 ? r.flops_per_s : 1e9 * probe_matmul_gflops(c.precision.type, false);
+    m = {r.flops_per_s > 0 ? "this CPU (FLOP/s given)" : "this CPU (matmul probe, one thread)", probe, probe, 0, r.ranks, static_cast<double>(std::thread::hardware_concurrency()),
          {5e-6, 5e9}, {5e-6, 5e9}};  // shared memory: bench_allreduce_bandwidth's 16 MiB bus bandwidth here
   } else {
     m = device_machine(r.device, c.precision.type, r.achievable);
