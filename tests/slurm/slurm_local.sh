@@ -4,14 +4,16 @@
 #   a) in.smoke on 2 tasks: the job completes; log, metrics and a checkpoint are written;
 #   b) a longer run is sent SIGUSR1 through the batch shell (scancel --signal=USR1 --batch): it
 #      checkpoints, exits 75, the script requeues the job, the job resumes from `latest` and
-#      finishes with a final training loss bit-identical to an uninterrupted run (mpirun -np 2).
+#      finishes with a final training loss bit-identical to an uninterrupted run (mpirun -np 2);
+#   c) scripts/scaling --launcher slurm runs a strong and a weak series of 1, 2, 4 ranks as one job
+#      array of slurm/scaling.sbatch per rank count and writes the CSV, the report and the plots.
 # Every daemon is stopped on exit, pass or fail. Honours GRIDTRAIN_LAUNCHER / GRIDTRAIN_SRUN_MPI
 # (see slurm/gridtrain.sbatch) to test another launch path.
 # Usage: slurm_local.sh GRIDTRAIN DATA.h5 WORKDIR SRCDIR [MPIEXEC]
 set -u
 gridtrain=$1 data=$2 work=$3 src=$4 mpiexec=${5:-mpirun}
 steps=${GRIDTRAIN_SLURM_TEST_STEPS:-4000}   # the preempted run: several seconds on 2 cores
-deadline=$((SECONDS + 240))                 # no wait goes past this (ctest TIMEOUT is 400)
+deadline=$((SECONDS + 240))                 # no wait of a) and b) goes past this (ctest TIMEOUT is 560)
 export PATH=$PATH:/usr/sbin:/sbin
 
 tmp='' ctld='' slurmd='' munged='' result=''
@@ -301,4 +303,21 @@ step_r=$(last "$r/out/metrics.jsonl" step) loss_r=$(last "$r/out/metrics.jsonl" 
   fail "final loss at step $steps differs: preempted+resumed $loss_b, uninterrupted $loss_r"
 note "b) PASS: final loss at step $steps: resumed $loss_b == uninterrupted $loss_r"
 
-result="PASS: $version; smoke job completed; job stopped by SIGUSR1 at step $stop, requeued, resumed and finished with the uninterrupted run's loss $loss_r"
+# --- c) a scaling study through Slurm: job arrays of slurm/scaling.sbatch ----------------------------
+c=$work/scaling
+note "c) scripts/scaling --launcher slurm: strong and weak series of 1, 2, 4 ranks of in.kjv-gpt"
+limit=$((deadline + 150 - SECONDS))
+timeout "$limit" python3 "$src/scripts/scaling" -i "$src/inputs/in.kjv-gpt" --series strong,weak --ranks 1,2,4 \
+  --steps 5 --out "$c" --gridtrain "$gridtrain" --launcher slurm --sbatch-args "-t 10 --overcommit -c 1" \
+  -- --data.path="$data" > "$work/scaling.txt" 2>&1 || { tail -n 30 "$work/scaling.txt"; fail "scripts/scaling --launcher slurm failed"; }
+for f in scaling.csv report.md speedup.png efficiency.png sections.png prediction.png; do
+  [ -s "$c/$f" ] || fail "scaling: no $c/$f"
+done
+[ "$(grep -c '^strong\|^weak' "$c/scaling.csv")" = 6 ] || fail "scaling: $c/scaling.csv does not have 6 rows"
+arrays=$(grep -c "sbatch --wait --array=" "$work/scaling.txt")
+[ "$arrays" = 3 ] || fail "scaling: expected one job array per rank count (3), saw $arrays"
+grep -q "Process grid: 4 (dp) x 1 (tp) x 1 (pp) = 4 MPI ranks" "$c"/points/n4-dp4-*-g128-*/run.log ||
+  fail "scaling: the weak 4-rank point did not run on 4 ranks under Slurm"
+note "c) PASS: 5 points in 3 job arrays; $(grep -m1 'Prediction:' "$c/report.md")"
+
+result="PASS: $version; smoke job completed; job stopped by SIGUSR1 at step $stop, requeued, resumed and finished with the uninterrupted run's loss $loss_r; scaling study through job arrays"

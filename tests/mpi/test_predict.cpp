@@ -1,0 +1,89 @@
+// gridtrain predict's step-time model (app/predict.hpp): its terms against their formulas, the
+// layout ranking, and the Megatron-LM paper's measured throughput (Narayanan et al. 2021,
+// Table 1) within 25 %. No MPI traffic; tagged [np2] to run in the MPI suite, which links LibTorch.
+#include <catch2/catch.hpp>
+
+#include "gridtrain/app/predict.hpp"
+
+using namespace gridtrain;
+
+namespace {
+
+Config gpt(int layers, int width, int heads, int batch, int micro_batch) {
+  Config c = parse_config("", "test", {});
+  c.model.n_layer = layers;
+  c.model.n_embd = width;
+  c.model.n_head = heads;
+  c.model.block_size = 2048;
+  c.train.global_batch = batch;
+  c.train.micro_batch = micro_batch;
+  c.precision.type = Precision::Bf16;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("predict: each term follows its formula", "[np2][predict]") {
+  Config c = gpt(8, 1024, 16, 64, 2);
+  const DataShape data{51200};
+  Machine m{"test", 1e14, 2e14, 0, 8, 0, {1e-5, 1e11}, {2e-5, 1e10}};
+  const Prediction one = predict_step(c, data, {1, 1, 1, 0}, m, {});
+  REQUIRE(one.infeasible.empty());
+  CHECK(one.micro_batches == 32);
+  CHECK(one.tp_s == 0);
+  CHECK(one.pp_s == 0);
+  CHECK(one.dp_s == 0);
+  CHECK(one.step_s == Approx(one.compute_s));
+  // 8 ranks as (dp 2, tp 2, pp 2): compute / 8, bubble (p − 1)/m of it, ring all-reduces.
+  const Prediction p = predict_step(c, data, {2, 2, 2, 0}, m, {});
+  REQUIRE(p.infeasible.empty());
+  const double M = 64 / (2 * 2);
+  CHECK(p.micro_batches == M);
+  CHECK(p.compute_s == Approx(one.compute_s / 8));
+  CHECK(p.bubble_s == Approx(p.compute_s * 1 / M));
+  const double activation = 2.0 * 2048 * 1024 * 2;  // b·T·C bf16
+  CHECK(p.tp_s == Approx(4 * 4 * M * (2 * 1e-5 + activation / 1e11)));  // 4 layers per stage, 4 per layer
+  CHECK(p.pp_s == Approx(2 * M * (1e-5 + activation / 1e11)));           // stride 4 · 2 ranks fit the node
+  CHECK(p.step_s == Approx(p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.dp_s));
+  // ZeRO stage 3 moves 3/2 the bytes of stages 0-2 and shards the model state by dp.
+  const Prediction z0 = predict_step(c, data, {2, 2, 2, 0}, m, {}), z3 = predict_step(c, data, {2, 2, 2, 3}, m, {});
+  CHECK(z3.dp_s == Approx(1.5 * z0.dp_s));
+  CHECK(z3.memory_bytes < z0.memory_bytes);
+  // A CPU node of 2 cores: 4 ranks each get half a core.
+  m.cores_per_node = 2;
+  CHECK(predict_step(c, data, {4, 1, 1, 0}, m, {}).compute_s == Approx(2 * one.compute_s / 4));
+}
+
+TEST_CASE("predict ranks feasible layouts by step time and says why others cannot run", "[np2][predict]") {
+  Config c = gpt(4, 256, 4, 16, 2);
+  const Machine m{"test", 1e13, 2e13, 1e12, 4, 0, {1e-5, 1e11}, {2e-5, 1e9}};
+  const auto ps = rank_layouts(c, {1000}, 16, m, {});
+  REQUIRE(!ps.empty());
+  for (std::size_t i = 1; i < ps.size(); ++i)
+    if (ps[i].infeasible.empty()) CHECK(ps[i - 1].step_s <= ps[i].step_s);
+  for (const auto& p : ps) {
+    CHECK(p.layout.tp <= 4);  // inside a node
+    CHECK(16 % (2 * p.layout.dp) == 0);
+  }
+  const Prediction big = predict_step(gpt(4, 256, 4, 16, 2), {1000}, {1, 3, 1, 0}, m, {});
+  CHECK(big.infeasible == "tp does not divide n_head");
+  Machine small = m;
+  small.memory_bytes = 1e6;
+  CHECK(predict_step(c, {1000}, {8, 1, 2, 0}, small, {}).infeasible == "out of memory");
+}
+
+TEST_CASE("predict matches Megatron-LM's A100 throughput within 25 %", "[np2][predict]") {
+  struct Row {
+    int layers, width, heads, batch, dp, tp, pp;
+    double tflops;  // Narayanan et al. 2021, Table 1: achieved teraFLOP/s per GPU
+  };
+  for (const Row& r : {Row{80, 12288, 96, 2304, 24, 8, 8, 148}, Row{128, 25600, 160, 3072, 6, 8, 64, 163},
+                       Row{40, 6144, 48, 1024, 32, 8, 1, 135}}) {
+    CAPTURE(r.layers, r.width);
+    Config c = gpt(r.layers, r.width, r.heads, r.batch, 1);
+    const Prediction p = predict_step(c, {51200}, {r.dp, r.tp, r.pp, 0}, device_machine("a100", Precision::Bf16, 0.5),
+                                      {/*recompute=*/true, /*grad_bytes=*/2});
+    CHECK(p.infeasible.empty());
+    CHECK(p.tflops_per_rank == Approx(r.tflops).epsilon(0.25));
+  }
+}
