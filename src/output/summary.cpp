@@ -70,7 +70,7 @@ void print_exchange(const RunCounters& counters, const std::array<double, 3>& by
 
 // <output.dir>/summary.json: the numbers of the report for scripts (scripts/scaling), one object.
 std::string summary_json(const RunResult& run, const RunCounters& counters, const Config& c, const Breakdown& b,
-                         const std::array<double, 3>& bytes, Grid& grid) {
+                         const std::array<double, 3>& bytes, int micro_batch, Grid& grid) {
   const GridShape& g = grid.shape();
   const auto steps = static_cast<long long>(run.losses.size());
   auto num = [](double v) { return std::isfinite(v) ? fmt("%.9g", v) : std::string("null"); };
@@ -86,7 +86,7 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
                     std::to_string(g.size()) + ", \"dp\": " + std::to_string(g.dp) + ", \"tp\": " +
                     std::to_string(g.tp) + ", \"pp\": " + std::to_string(g.pp) + ", \"zero_stage\": " +
                     std::to_string(c.optim.zero_stage) + ", \"global_batch\": " + std::to_string(c.train.global_batch) +
-                    ", \"micro_batch\": " + std::to_string(c.train.micro_batch) + ", \"steps\": " +
+                    ", \"micro_batch\": " + std::to_string(micro_batch) + ", \"steps\": " +
                     std::to_string(steps) + ", \"loop_s\": " + num(run.loop_s) + ", \"step_s\": " +
                     num(steps > 0 ? run.loop_s / static_cast<double>(steps) : 0.0) + ", \"item\": \"" + counters.item +
                     "\", \"items_per_s\": " + num(run.items_per_s) + ", \"mfu\": " + num(run.mfu) +
@@ -179,7 +179,8 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   if (run.final_val_accuracy)
     log.print("Final validation accuracy: " + fmt("%.4f", *run.final_val_accuracy) + " (top-1) over " +
               std::to_string(counters.val_windows) + " samples\n");
-  if (log.active()) replace_file(c.output.dir + "/summary.json", summary_json(run, counters, c, b, bytes, grid));
+  const std::string json = summary_json(run, counters, c, b, bytes, guard.micro_batch(), grid);
+  if (log.active()) replace_file(c.output.dir + "/summary.json", json);
 }
 
 }  // namespace gridtrain
