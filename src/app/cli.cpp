@@ -1,4 +1,5 @@
 // Command line of the gridtrain program and the two kinds of error exits (see util/error.hpp).
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -132,13 +133,13 @@ int predict_main(const std::vector<std::string>& args, Log& log) {
   } catch (const po::error& e) {
     throw Error(std::string("predict: ") + e.what() + "\n" + kUsage);
   }
-  for (std::size_t at = 0; !layout.empty();) {  // "dp,tp,pp[,zero]"
+  for (std::size_t at = 0; !layout.empty();) {  // "dp,tp,pp[,zero]", each field a whole integer
     const std::size_t comma = std::min(layout.find(',', at), layout.size());
-    try {
-      r.layout.push_back(std::stoi(layout.substr(at, comma - at)));
-    } catch (const std::exception&) {
-      throw Error("predict: --layout " + layout + ": not dp,tp,pp[,zero] integers");
-    }
+    int v = 0;
+    const auto [end, ec] = std::from_chars(layout.data() + at, layout.data() + comma, v);
+    if (ec != std::errc() || end != layout.data() + comma || comma == at)
+      throw Error("predict: --layout " + layout + ": valid: dp,tp,pp[,zero] as whole numbers, e.g. 4,2,1,1");
+    r.layout.push_back(v);
     if (comma == layout.size()) break;
     at = comma + 1;
   }

@@ -8,22 +8,12 @@
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/app/launch_plan.hpp"
 #include "gridtrain/app/samples.hpp"
+#include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/model/model.hpp"
 
 namespace gridtrain {
 namespace {
-
-// model.vocab_size, or the prepared dataset's (an attribute; the tokens are not read).
-// Optimizer state bytes per parameter, fp32.
-double optimizer_bytes_per_param(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::Sgd: return 4.0;          // momentum
-    case OptimizerType::OnebitAdam: return 16.0;  // exp_avg, exp_avg_sq, worker and server residuals
-    case OptimizerType::AdamW: break;
-  }
-  return 8.0;  // exp_avg, exp_avg_sq
-}
 
 // Bytes per rank of Ψ parameters' {parameters, gradients, optimizer state} over dp ranks at ZeRO
 // stage s (Rajbhandari et al. 2020, Fig. 1, with fp32 parameters and gradients, 4Ψ each, and K
@@ -77,7 +67,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   // 1F1B keeps at most stages − stage micro-batches' activations (GPipe all of them).
   const int in_flight = gpipe ? M : std::min(layout.stages - layout.stage, M);
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
-  const double optim = optimizer_bytes_per_param(cfg.optim.type) * n;
+  const double optim = optimizer_state_bytes_per_param(cfg.optim.type) * n;
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
   const double two_units = 2 * 4 * n / model->units();  // stage 3: the one in use and the next
   double row[kColumns] = {n,
@@ -121,7 +111,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const double flops = model->flops_per_item() * cfg.train.global_batch * static_cast<double>(model->items_per_sample());
   std::snprintf(line, sizeof line, "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)\n",
                 g.size(), worst, flops, flops / g.size(), model->flops_formula());
-  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], optimizer_bytes_per_param(cfg.optim.type), g.dp) : ""));
+  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], optimizer_state_bytes_per_param(cfg.optim.type), g.dp) : ""));
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/app/peak.hpp"
 #include "gridtrain/app/samples.hpp"
+#include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/error.hpp"
 
@@ -21,13 +22,10 @@ double allreduce_s(double bytes, int k, const Link& link) {
 }
 
 // A group of k ranks at stride s (the grid places tp fastest, then dp, then pp) stays in a node
-// when s·k ranks fit in one.
+// when its s·k ranks are a whole part of one node (nodes hold ranks_per_node consecutive ranks).
 const Link& link_of(const Machine& m, int stride, int k) {
-  return stride * k <= m.ranks_per_node ? m.intra : m.inter;
-}
-
-double optimizer_bytes_per_param(OptimizerType type) {
-  return type == OptimizerType::Sgd ? 4.0 : type == OptimizerType::OnebitAdam ? 16.0 : 8.0;
+  const int span = stride * k;
+  return span <= m.ranks_per_node && m.ranks_per_node % span == 0 ? m.intra : m.inter;
 }
 
 // This stage's plan without a grid.
@@ -54,7 +52,8 @@ Machine device_machine(const std::string& name, Precision precision, double achi
   for (const auto& e : kTable)
     if (name == e.name) {
       const double peak = 1e12 * datasheet_peak_tflops(e.datasheet, precision).value();
-      return {e.datasheet, peak * achievable, peak, e.memory, 8, 0, {5e-6, e.nvlink}, {10e-6, e.infiniband}};
+      return {.name = e.datasheet, .flops_per_s = peak * achievable, .peak_flops = peak, .memory_bytes = e.memory,
+              .ranks_per_node = 8, .intra = {5e-6, e.nvlink}, .inter = {10e-6, e.infiniband}};
     }
   throw Error("predict: --device " + name + " is not in the device table; valid: a100, h100, h200, or cpu (the "
               "matmul probe), or give --flops-per-s and the links yourself");
@@ -107,7 +106,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   // Memory: model state as ZeRO shards it, autocast copies, activations in flight on stage 0.
   const double d = l.dp, z = l.zero;
   const double state = psi * (4.0 / (z >= 3 ? d : 1) + 4.0 / (z >= 2 ? d : 1) +
-                              optimizer_bytes_per_param(c.optim.type) / (z >= 1 ? d : 1) + (act == 2 ? 2.0 : 0.0));
+                              optimizer_state_bytes_per_param(c.optim.type) / (z >= 1 ? d : 1) + (act == 2 ? 2.0 : 0.0));
   const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
   const double stage = first->activation_bytes(b, act);  // every layer's activations of one micro-batch
   p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation + stage / layers.front()  // + one layer redone
@@ -125,8 +124,7 @@ std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int
       if ((ranks / tp) % pp != 0) continue;
       const int dp = ranks / tp / pp;
       for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-        Prediction p = predict_step(c, data, {dp, tp, pp, zero}, m, o);
-        if (p.micro_batches > 0) out.push_back(std::move(p));  // allowed by the model and the batch
+        out.push_back(predict_step(c, data, {dp, tp, pp, zero}, m, o));
       }
     }
   }
@@ -160,10 +158,15 @@ namespace {
 Machine request_machine(const Config& c, const PredictRequest& r) {
   Machine m;
   if (r.device == "cpu") {
-    torch::set_num_threads(1);  // a core's rate: ranks share the node's cores
-    const double probe = r.flops_per_s > 0 ? r.flops_per_s : 1e9 * probe_matmul_gflops(c.precision.type, false);
-    m = {r.flops_per_s > 0 ? "this CPU (FLOP/s given)" : "this CPU (matmul probe, one thread)", probe, probe, 0, r.ranks, static_cast<double>(std::thread::hardware_concurrency()),
-         {5e-6, 5e9}, {5e-6, 5e9}};  // shared memory: bench_allreduce_bandwidth's 16 MiB bus bandwidth here
+    double rate = r.flops_per_s;
+    if (rate <= 0) {
+      torch::set_num_threads(1);  // a core's rate: the ranks share the node's cores
+      rate = 1e9 * probe_matmul_gflops(c.precision.type, false);
+    }
+    const Link shared{5e-6, 5e9};  // shared memory: bench_allreduce_bandwidth's 16 MiB bus bandwidth here
+    m = {.name = r.flops_per_s > 0 ? "this CPU (FLOP/s given)" : "this CPU (matmul probe, one thread)",
+         .flops_per_s = rate, .peak_flops = rate, .ranks_per_node = r.ranks,
+         .cores_per_node = static_cast<double>(std::thread::hardware_concurrency()), .intra = shared, .inter = shared};
   } else {
     m = device_machine(r.device, c.precision.type, r.achievable);
   }
@@ -193,17 +196,37 @@ std::string csv(const std::vector<Prediction>& ps) {
 }  // namespace
 
 int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log) {
-  if (r.ranks < 1) throw Error("predict: --ranks N (N >= 1) is required");
+  std::vector<std::string> bad;  // every problem of the request, before any work
+  if (r.ranks < 1) bad.push_back("--ranks " + std::to_string(r.ranks) + ": valid: an integer >= 1");
   const auto& L = r.layout;
-  if (!L.empty() && (L.size() < 3 || L.size() > 4 || L[0] * L[1] * L[2] != r.ranks || (L.size() == 4 && (L[3] < 0 || L[3] > 3))))
-    throw Error("predict: --layout takes dp,tp,pp[,zero] with dp·tp·pp = --ranks " + std::to_string(r.ranks) +
-                " and zero in 0..3");
+  const bool layout_ok = L.empty() || ((L.size() == 3 || L.size() == 4) && L[0] >= 1 && L[1] >= 1 && L[2] >= 1 &&
+                                       L[0] * L[1] * L[2] == r.ranks && (L.size() == 3 || (L[3] >= 0 && L[3] <= 3)));
+  if (!layout_ok)
+    bad.push_back("--layout " + comma_list(L) + ": valid: dp,tp,pp[,zero] with each >= 1, dp·tp·pp = --ranks (" +
+                  std::to_string(r.ranks) + ") and zero in 0..3");
+  if (r.device != "cpu" && r.device != "a100" && r.device != "h100" && r.device != "h200")
+    bad.push_back("--device " + r.device + ": valid: a100, h100, h200, cpu");
+  if (!(r.achievable > 0 && r.achievable <= 1))
+    bad.push_back("--achievable " + fmt("%g", r.achievable) + ": valid: a fraction in (0, 1]");
+  if (r.grad_bytes != 2 && r.grad_bytes != 4) bad.push_back("--grad-bytes " + std::to_string(r.grad_bytes) + ": valid: 2, 4");
+  if (r.top < 1) bad.push_back("--top " + std::to_string(r.top) + ": valid: an integer >= 1");
+  if (r.flops_per_s < 0 || r.intra_gbps < 0 || r.inter_gbps < 0 || r.ranks_per_node < 0 || r.cores_per_node < 0)
+    bad.push_back("--flops-per-s, --*-gbps, --ranks-per-node and --cores-per-node take values >= 0 (0: the machine's)");
+  if (!bad.empty()) {
+    std::string msg = "predict: " + std::to_string(bad.size()) + " problem(s):";
+    for (const auto& b : bad) msg += "\n  - " + b;
+    throw Error(msg);
+  }
   const DataShape data = data_shape(cfg, world);
   const Machine m = request_machine(cfg, r);
   const PredictOptions o{r.recompute, r.grad_bytes};
   std::vector<Prediction> ps;
-  if (!L.empty()) ps.push_back(predict_step(cfg, data, {L[0], L[1], L[2], L.size() == 4 ? L[3] : 0}, m, o));
-  else ps = rank_layouts(cfg, data, r.ranks, m, o);
+  if (!L.empty()) {
+    const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage};
+    ps.push_back(predict_step(cfg, data, layout, m, o));
+  } else {
+    ps = rank_layouts(cfg, data, r.ranks, m, o);
+  }
   if (ps.size() > static_cast<std::size_t>(r.top)) ps.resize(static_cast<std::size_t>(r.top));
   const char* item = cfg.model.type == ModelType::Gpt ? "token" : "image";
   if (r.csv) {

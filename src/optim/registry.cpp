@@ -10,6 +10,15 @@
 
 namespace gridtrain {
 
+double optimizer_state_bytes_per_param(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::Sgd: return 4.0;          // momentum
+    case OptimizerType::OnebitAdam: return 16.0;  // exp_avg, exp_avg_sq, worker and server residuals
+    case OptimizerType::AdamW: break;
+  }
+  return 8.0;  // exp_avg, exp_avg_sq
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params, Axis& dp) {
   using Factory = std::function<std::unique_ptr<Optimizer>(const Config&, std::vector<NamedParameter>, Axis&)>;
   static const std::map<OptimizerType, Factory> registry = {

@@ -29,8 +29,6 @@ void print_performance(const RunResult& run, const RunCounters& counters, const 
             "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank: " + counters.peak_source + ")\n");
 }
 
-// What the reducer actually did, not what the deck asked for (compression disables overlap;
-// 1-bit Adam keeps gradients local after its freeze).
 // Bytes sent per training step and rank on dp, tp, pp (averages over ranks).
 std::array<double, 3> bytes_per_step(const RunCounters& counters, long long steps, Grid& grid) {
   std::array<double, 3> bytes{};
@@ -41,6 +39,8 @@ std::array<double, 3> bytes_per_step(const RunCounters& counters, long long step
   return bytes;
 }
 
+// What the reducer actually did, not what the deck asked for (compression disables overlap;
+// 1-bit Adam keeps gradients local after its freeze).
 void print_exchange(const RunCounters& counters, const std::array<double, 3>& bytes, const Reducer& reducer, Grid& grid,
                     Log& log) {
   Axis& dp = grid.dp();
@@ -74,9 +74,20 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
   const GridShape& g = grid.shape();
   const auto steps = static_cast<long long>(run.losses.size());
   auto num = [](double v) { return std::isfinite(v) ? fmt("%.9g", v) : std::string("null"); };
-  auto quoted = [](const std::string& text) {  // a JSON string (paths: no control characters)
+  auto quoted = [](const std::string& text) {  // a JSON string (RFC 8259 §7)
     std::string q = "\"";
-    for (const char ch : text) (ch == '"' || ch == '\\' ? q += '\\' : q) += ch;
+    for (const char ch : text) {
+      if (ch == '"' || ch == '\\') {
+        q += '\\';
+        q += ch;
+      } else if (static_cast<unsigned char>(ch) < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(ch));
+        q += escaped;
+      } else {
+        q += ch;
+      }
+    }
     return q + "\"";
   };
   std::string sections;
@@ -87,7 +98,8 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
                     std::to_string(g.tp) + ", \"pp\": " + std::to_string(g.pp) + ", \"zero_stage\": " +
                     std::to_string(c.optim.zero_stage) + ", \"global_batch\": " + std::to_string(c.train.global_batch) +
                     ", \"micro_batch\": " + std::to_string(micro_batch) + ", \"steps\": " +
-                    std::to_string(steps) + ", \"loop_s\": " + num(run.loop_s) + ", \"step_s\": " +
+                    std::to_string(steps) + ", \"train_steps\": " + std::to_string(c.train.steps) +
+                    ", \"stop_signal\": " + std::to_string(run.stop_signal) + ", \"loop_s\": " + num(run.loop_s) + ", \"step_s\": " +
                     num(steps > 0 ? run.loop_s / static_cast<double>(steps) : 0.0) + ", \"item\": \"" + counters.item +
                     "\", \"items_per_s\": " + num(run.items_per_s) + ", \"mfu\": " + num(run.mfu) +
                     ", \"peak_gflops_per_rank\": " + num(counters.peak_gflops) + ", \"sections_s\": {" + sections +

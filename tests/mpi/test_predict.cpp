@@ -49,6 +49,11 @@ TEST_CASE("predict: each term follows its formula", "[np2][predict]") {
   const Prediction z0 = predict_step(c, data, {2, 2, 2, 0}, m, {}), z3 = predict_step(c, data, {2, 2, 2, 3}, m, {});
   CHECK(z3.dp_s == Approx(1.5 * z0.dp_s));
   CHECK(z3.memory_bytes < z0.memory_bytes);
+  // The link a group spans: tp 4 in nodes of 6 ranks straddles two of them.
+  Machine six = m;
+  six.ranks_per_node = 6;
+  const Prediction straddle = predict_step(c, data, {1, 4, 1, 0}, six, {}), inside = predict_step(c, data, {1, 4, 1, 0}, m, {});
+  CHECK(straddle.tp_s > 5 * inside.tp_s);  // InfiniBand's β is 10× below NVLink's here
   // A CPU node of 2 cores: 4 ranks each get half a core.
   m.cores_per_node = 2;
   CHECK(predict_step(c, data, {4, 1, 1, 0}, m, {}).compute_s == Approx(2 * one.compute_s / 4));
@@ -59,12 +64,22 @@ TEST_CASE("predict ranks feasible layouts by step time and says why others canno
   const Machine m{"test", 1e13, 2e13, 1e12, 4, 0, {1e-5, 1e11}, {2e-5, 1e9}};
   const auto ps = rank_layouts(c, {1000}, 16, m, {});
   REQUIRE(!ps.empty());
-  for (std::size_t i = 1; i < ps.size(); ++i)
-    if (ps[i].infeasible.empty()) CHECK(ps[i - 1].step_s <= ps[i].step_s);
-  for (const auto& p : ps) {
-    CHECK(p.layout.tp <= 4);  // inside a node
-    CHECK(16 % (2 * p.layout.dp) == 0);
+  REQUIRE(ps.front().infeasible.empty());
+  bool seen_infeasible = false;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const auto& l = ps[i].layout;
+    CAPTURE(l.dp, l.tp, l.pp, l.zero, ps[i].infeasible);
+    CHECK(l.dp * l.tp * l.pp == 16);
+    CHECK(l.tp <= 4);  // inside a node
+    if (ps[i].infeasible.empty()) {
+      CHECK(!seen_infeasible);  // the feasible ones first, by step time
+      if (i > 0) CHECK(ps[i - 1].step_s <= ps[i].step_s);
+      CHECK(16 % (2 * l.dp) == 0);
+    } else {
+      seen_infeasible = true;
+    }
   }
+  CHECK(seen_infeasible);  // dp = 16 cannot split a global batch of 16 into micro-batches of 2
   const Prediction big = predict_step(gpt(4, 256, 4, 16, 2), {1000}, {1, 3, 1, 0}, m, {});
   CHECK(big.infeasible == "tp does not divide n_head");
   Machine small = m;

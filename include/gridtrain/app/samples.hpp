@@ -39,9 +39,9 @@ class Samples {
   virtual CorpusId id() const = 0;
 };
 
-/// What the data fix about c.model.type's model, read without loading the data: gpt the
-/// vocabulary (model.vocab_size, else the token file's vocab_size attribute), cnn the image set's
-/// shape and classes. Collective over comm. Throws gridtrain::Error naming data.path.
+/// What the data fix about c.model.type's model: gpt the vocabulary (model.vocab_size, else the
+/// token file's vocab_size attribute; no token is read), cnn the image set's shape and classes
+/// (the set is opened and its labels checked). Collective over comm. Throws gridtrain::Error naming data.path.
 DataShape data_shape(const Config& c, MPI_Comm comm);
 
 /// Loads the data of c.model.type from c.data.path. Collective over comm. Throws gridtrain::Error

@@ -57,4 +57,8 @@ class Optimizer {
 /// Builds c.optim.type over params; dp is the axis optimizers that communicate use.
 std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params, Axis& dp);
 
+/// fp32 optimizer-state bytes per parameter of optim.type: 8 AdamW (exp_avg, exp_avg_sq), 4 SGD
+/// (momentum), 16 1-bit Adam (also its two error-feedback residuals). For memory estimates.
+double optimizer_state_bytes_per_param(OptimizerType type);
+
 }  // namespace gridtrain
