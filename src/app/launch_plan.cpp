@@ -82,6 +82,14 @@ void resolve_devices(const Config& c, LaunchPlan& plan, Problems& out) {
 
 }  // namespace
 
+std::vector<std::string> layout_problems(const Config& c, const GridShape& shape) {
+  LaunchPlan plan;
+  plan.shape = shape;
+  Problems problems;
+  check_model(c, plan, problems);
+  return problems;
+}
+
 LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   LaunchPlan plan;
   plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);  // nothing else is checkable without it

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gridtrain/app/app.hpp"
+#include "gridtrain/app/launch_plan.hpp"
 #include "gridtrain/app/peak.hpp"
 #include "gridtrain/app/samples.hpp"
 #include "gridtrain/optim/optimizer.hpp"
@@ -64,14 +65,14 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   Prediction p;
   p.layout = l;
   const int N = l.dp * l.tp * l.pp, b = c.train.micro_batch;
-  auto refuse = [&](std::string why) {
-    if (p.infeasible.empty()) p.infeasible = std::move(why);
-  };
-  if (c.model.type == ModelType::Cnn && (l.tp > 1 || l.pp > 1)) refuse("cnn is data parallel only");
-  if (c.model.n_head % l.tp != 0) refuse("tp does not divide n_head");
-  if (l.pp > c.model.n_layer) refuse("more stages than layers");
-  if (c.train.global_batch % (b * l.dp) != 0) refuse("micro_batch x dp does not divide global_batch");
-  if (!p.infeasible.empty()) return p;
+  Config run = c;  // the layout as a run would be launched: its ZeRO stage, layers split evenly
+  run.optim.zero_stage = l.zero;
+  run.grid.stage_layers.clear();
+  const auto problems = layout_problems(run, {l.dp, l.tp, l.pp});
+  if (!problems.empty()) {
+    p.infeasible = problems.front();
+    return p;
+  }
   p.micro_batches = c.train.global_batch / (b * l.dp);
   const double M = p.micro_batches;
   const auto layers = stage_layers({}, c.model.type == ModelType::Gpt ? c.model.n_layer : 1, l.pp);
@@ -111,7 +112,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const double stage = first->activation_bytes(b, act);  // every layer's activations of one micro-batch
   p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation + stage / layers.front()  // + one layer redone
                                         : in_flight * stage);
-  if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) refuse("out of memory");
+  if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) p.infeasible = "out of memory";
   return p;
 }
 
@@ -211,7 +212,7 @@ int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log
   if (r.grad_bytes != 2 && r.grad_bytes != 4) bad.push_back("--grad-bytes " + std::to_string(r.grad_bytes) + ": valid: 2, 4");
   if (r.top < 1) bad.push_back("--top " + std::to_string(r.top) + ": valid: an integer >= 1");
   if (r.flops_per_s < 0 || r.intra_gbps < 0 || r.inter_gbps < 0 || r.ranks_per_node < 0 || r.cores_per_node < 0)
-    bad.push_back("--flops-per-s, --*-gbps, --ranks-per-node and --cores-per-node take values >= 0 (0: the machine's)");
+    bad.emplace_back("--flops-per-s, --*-gbps, --ranks-per-node and --cores-per-node: valid: values >= 0 (0: the machine's)");
   if (!bad.empty()) {
     std::string msg = "predict: " + std::to_string(bad.size()) + " problem(s):";
     for (const auto& b : bad) msg += "\n  - " + b;

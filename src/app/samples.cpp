@@ -33,6 +33,9 @@ class TokenSamples : public Samples {
   std::vector<std::uint64_t> validation(int count) const override {
     return validation_starts(data_.val.size(), T_, count);
   }
+  std::string validation_samples() const override {
+    return "windows of " + std::to_string(T_ + 1) + " tokens in /val/tokens";
+  }
   void val_row(std::uint64_t id, std::int64_t* out) const override { copy_window(data_.val, id, T_, out); }
   std::string describe() const override {
     return path_ + (data_.files.size() > 1 ? " (" + std::to_string(data_.files.size()) + " shards)" : "") + ": " +
@@ -72,6 +75,7 @@ class ImageSamples : public Samples {
   }
   std::uint64_t epoch(std::uint64_t g) const override { return sampler_.epoch(g); }
   std::vector<std::uint64_t> validation(int count) const override { return validation_items(data_.test.count, count); }
+  std::string validation_samples() const override { return "images in /test/images"; }
   void val_row(std::uint64_t id, std::int64_t* out) const override { copy_image(data_, data_.test, id, 0, 0, out); }
   std::string describe() const override {
     return data_.file + ": " + std::to_string(data_.train.count) + " train / " + std::to_string(data_.test.count) +

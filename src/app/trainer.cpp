@@ -63,7 +63,7 @@ void Trainer::load_data() {
   val_total_ = all_val.size();
   if (val_total_ < static_cast<std::size_t>(cfg_.train.eval_samples))
     log_.print("Validation: train.eval_samples = " + std::to_string(cfg_.train.eval_samples) + " exceeds the " +
-               std::to_string(val_total_) + " validation samples there are; each pass uses all of them once\n");
+               std::to_string(val_total_) + " " + samples_->validation_samples() + "; each pass uses all of them once\n");
   const auto [vb, ve] = share(all_val.size(), grid_->dp().rank(), grid_->dp().size());
   val_ids_.assign(all_val.begin() + vb, all_val.begin() + ve);
   double most = static_cast<double>(val_ids_.size());  // the first total % dp ranks have one more

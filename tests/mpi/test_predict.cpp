@@ -81,7 +81,10 @@ TEST_CASE("predict ranks feasible layouts by step time and says why others canno
   }
   CHECK(seen_infeasible);  // dp = 16 cannot split a global batch of 16 into micro-batches of 2
   const Prediction big = predict_step(gpt(4, 256, 4, 16, 2), {1000}, {1, 3, 1, 0}, m, {});
-  CHECK(big.infeasible == "tp does not divide n_head");
+  CHECK_THAT(big.infeasible, Catch::Contains("model.n_head = 4 is not divisible by grid.tp = 3"));
+  c.optim.type = OptimizerType::OnebitAdam;  // what a run refuses, predict refuses
+  CHECK_THAT(predict_step(c, {1000}, {8, 2, 1, 0}, m, {}).infeasible, Catch::Contains("onebit_adam"));
+  c.optim.type = OptimizerType::AdamW;
   Machine small = m;
   small.memory_bytes = 1e6;
   CHECK(predict_step(c, {1000}, {8, 1, 2, 0}, small, {}).infeasible == "out of memory");

@@ -3,6 +3,7 @@
 // Computed once, shared by the Trainer and --dry-run. Like parse_config() for the deck,
 // plan_launch() collects every problem of the deck on this world and reports them together.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "gridtrain/config/config.hpp"
@@ -27,6 +28,11 @@ struct LaunchPlan {
 /// backend this build or machine lacks), each naming the keys and what would be valid.
 /// --dry-run plans without resolve_device: it may run on a login node without the job's GPUs.
 LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device = true);
+
+/// What keeps c's model, batch and options from running on a grid of this shape (the checks of
+/// plan_launch that do not involve the world, the device or fault injection); empty: it can.
+/// For `gridtrain predict`, which weighs layouts without running them.
+std::vector<std::string> layout_problems(const Config& c, const GridShape& shape);
 
 /// This rank's part of the model on grid: its tp axis, its stage and that stage's layers.
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid);

@@ -78,9 +78,10 @@ struct PredictOptions {
 Prediction predict_step(const Config& c, const DataShape& data, const StepLayout& layout, const Machine& m,
                         const PredictOptions& o);
 
-/// Every (dp, tp, pp, zero) with dp·tp·pp = ranks that the model allows (tp divides n_head and
-/// fits in a node, pp <= n_layer, micro_batch·dp divides global_batch; cnn: tp = pp = 1),
-/// predicted; feasible ones first, by step time.
+/// Every (dp, tp, pp, zero) with dp·tp·pp = ranks and tp inside a node, predicted; the feasible
+/// ones first, by step time, then those a run would refuse (app/launch_plan.hpp
+/// layout_problems: tp dividing n_head, pp <= n_layer, the batch split, cnn data parallel only,
+/// options that need tp = pp = 1) or that run out of memory, each with why.
 std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int ranks, const Machine& m,
                                      const PredictOptions& o);
 

@@ -31,6 +31,8 @@ class Samples {
   virtual std::uint64_t epoch(std::uint64_t g) const = 0;
   /// The fixed validation subset: at most count sample ids, the same on every rank and layout.
   virtual std::vector<std::uint64_t> validation(int count) const = 0;
+  /// What a validation sample is, plural, for messages: "windows of 129 tokens in /val/tokens".
+  virtual std::string validation_samples() const = 0;
   /// Writes validation sample `id` (from validation()) into out. Thread-safe.
   virtual void val_row(std::uint64_t id, std::int64_t* out) const = 0;
   /// The "Data:" line of the setup report, without the prefix.
