@@ -15,16 +15,9 @@
 namespace gridtrain {
 namespace {
 
-// Bytes per rank of Ψ parameters' {parameters, gradients, optimizer state} over dp ranks at ZeRO
-// stage s (Rajbhandari et al. 2020, Fig. 1, with fp32 parameters and gradients, 4Ψ each, and K
-// optimizer bytes per parameter): stage 1 shards the optimizer state, 2 also the gradients, 3
-// also the parameters.
-std::array<double, 3> zero_formula(int s, double psi, double k, int dp) {
-  return {4 * psi / (s >= 3 ? dp : 1), 4 * psi / (s >= 2 ? dp : 1), k * psi / (s >= 1 ? dp : 1)};
-}
-
-// The formula for every stage next to each other, for rank 0's Ψ.
-std::string zero_table(int stage, double psi, double k, int dp) {
+// The ZeRO formula (zero_state_bytes) for every stage next to each other, for rank 0's Ψ.
+std::string zero_table(int stage, double psi, OptimizerType type, int dp) {
+  const double k = optimizer_state_bytes_per_param(type);
   char line[256];
   std::snprintf(line, sizeof line,
                 "ZeRO over dp = %d (Rajbhandari et al. 2020: Ψ = %.0f parameters on rank 0, K = %.0f optimizer "
@@ -33,7 +26,7 @@ std::string zero_table(int stage, double psi, double k, int dp) {
   std::string text = line;
   const double mib = 1024.0 * 1024.0;
   for (int s = 0; s <= 3; ++s) {
-    const auto b = zero_formula(s, psi, k, dp);
+    const auto b = zero_state_bytes(s, psi, type, dp);
     std::snprintf(line, sizeof line, "%6d %9.3f %9.3f %9.3f %9.3f%s\n", s, b[0] / mib, b[1] / mib, b[2] / mib,
                   (b[0] + b[1] + b[2]) / mib,
                   s == stage ? "   <- optim.zero_stage" : "");
@@ -111,7 +104,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const double flops = model->flops_per_item() * cfg.train.global_batch * static_cast<double>(model->items_per_sample());
   std::snprintf(line, sizeof line, "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)\n",
                 g.size(), worst, flops, flops / g.size(), model->flops_formula());
-  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], optimizer_state_bytes_per_param(cfg.optim.type), g.dp) : ""));
+  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, g.dp) : ""));
   return 0;
 }
 

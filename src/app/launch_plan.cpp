@@ -106,11 +106,15 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   return plan;
 }
 
-ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
-  const int stage = grid.pp().rank();
-  ModelLayout layout{&grid.tp(), stage, grid.pp().size(), 0, plan.stage_layers.at(static_cast<std::size_t>(stage))};
-  for (int s = 0; s < stage; ++s) layout.first_layer += plan.stage_layers[static_cast<std::size_t>(s)];
+ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size) {
+  ModelLayout layout{tp, stage, static_cast<int>(stage_layers.size()), 0,
+                     stage_layers.at(static_cast<std::size_t>(stage)), tp_size};
+  for (int s = 0; s < stage; ++s) layout.first_layer += stage_layers[static_cast<std::size_t>(s)];
   return layout;
+}
+
+ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
+  return stage_layout(plan.stage_layers, grid.pp().rank(), &grid.tp(), grid.tp().size());
 }
 
 int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {

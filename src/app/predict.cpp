@@ -32,9 +32,7 @@ const Link& link_of(const Machine& m, int stride, int k) {
 // This stage's plan without a grid.
 std::unique_ptr<ModelPlan> stage_plan(const Config& c, const DataShape& d, const StepLayout& l, int stage,
                                       const std::vector<int>& layers) {
-  ModelLayout layout{nullptr, stage, l.pp, 0, layers[static_cast<std::size_t>(stage)], l.tp};
-  for (int s = 0; s < stage; ++s) layout.first_layer += layers[static_cast<std::size_t>(s)];
-  return plan_model(c, d, layout);
+  return plan_model(c, d, stage_layout(layers, stage, nullptr, l.tp));
 }
 
 }  // namespace
@@ -105,9 +103,8 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   p.tflops_per_rank = flops / N / p.step_s / 1e12;
 
   // Memory: model state as ZeRO shards it, autocast copies, activations in flight on stage 0.
-  const double d = l.dp, z = l.zero;
-  const double state = psi * (4.0 / (z >= 3 ? d : 1) + 4.0 / (z >= 2 ? d : 1) +
-                              optimizer_state_bytes_per_param(c.optim.type) / (z >= 1 ? d : 1) + (act == 2 ? 2.0 : 0.0));
+  const auto zero = zero_state_bytes(l.zero, psi, c.optim.type, l.dp);
+  const double state = zero[0] + zero[1] + zero[2] + (act == 2 ? 2.0 * psi : 0.0);
   const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
   const double stage = first->activation_bytes(b, act);  // every layer's activations of one micro-batch
   p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation + stage / layers.front()  // + one layer redone

@@ -75,6 +75,7 @@ void Trainer::build_model() {
   model_ = make_model(cfg_, samples_->shape(), model_layout(plan_, *grid_));
   model_->initialize(cfg_.train.seed);  // on the host, so that every device starts from the same bits
   model_->to(device_);
+  for (auto& [name, t] : model_->replica_state()) replica_.push_back(t);  // updated in place: held once
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
   ZeroOptions zero{cfg_.optim.zero_stage, {}, cfg_.optim.zero_prefetch};
@@ -168,31 +169,29 @@ Trainer::Validation Trainer::evaluate() {
   return v;
 }
 
-std::vector<torch::Tensor> Trainer::clone_replica_state() {
+std::vector<torch::Tensor> Trainer::clone_replica_state() const {
   std::vector<torch::Tensor> out;
-  for (const auto& [name, t] : model_->replica_state()) out.push_back(t.clone());
+  for (const auto& t : replica_) out.push_back(t.clone());
   return out;
 }
 
 void Trainer::restore_replica_state(const std::vector<torch::Tensor>& saved) {
-  const auto state = model_->replica_state();
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < saved.size(); ++i) state[i].second.copy_(saved[i]);
+  for (std::size_t i = 0; i < saved.size(); ++i) replica_[i].copy_(saved[i]);
 }
 
 // Batch-norm running statistics: each dp replica's EMA of its own micro-batches' statistics,
-// averaged so that the replicas stay equal (an average of EMAs is the EMA of the averages).
+// averaged so that the replicas stay equal.
 void Trainer::average_replica_state() {
-  const auto state = model_->replica_state();
-  if (state.empty() || grid_->dp().size() == 1) return;
+  if (replica_.empty() || grid_->dp().size() == 1) return;
   std::vector<torch::Tensor> flat;
-  for (const auto& [name, t] : state) flat.push_back(t.reshape({-1}));
+  for (const auto& t : replica_) flat.push_back(t.reshape({-1}));
   auto all = torch::cat(flat);
   grid_->dp().allreduce_sum(all.data_ptr<float>(), static_cast<std::size_t>(all.numel()), "batch-norm statistics").wait();
   all.div_(grid_->dp().size());
   std::int64_t at = 0;
   torch::NoGradGuard no_grad;
-  for (const auto& [name, t] : state) {
+  for (auto& t : replica_) {
     t.copy_(all.narrow(0, at, t.numel()).view_as(t));
     at += t.numel();
   }

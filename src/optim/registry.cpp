@@ -19,6 +19,11 @@ double optimizer_state_bytes_per_param(OptimizerType type) {
   return 8.0;  // exp_avg, exp_avg_sq
 }
 
+std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type, int dp) {
+  return {4 * psi / (stage >= 3 ? dp : 1), 4 * psi / (stage >= 2 ? dp : 1),
+          optimizer_state_bytes_per_param(type) * psi / (stage >= 1 ? dp : 1)};
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params, Axis& dp) {
   using Factory = std::function<std::unique_ptr<Optimizer>(const Config&, std::vector<NamedParameter>, Axis&)>;
   static const std::map<OptimizerType, Factory> registry = {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "../support/corpus.hpp"
+#include "../support/errors.hpp"
 #include "../support/mpi_util.hpp"
 #include "../support/training.hpp"
 #include "gridtrain/app/trainer.hpp"
@@ -21,12 +22,7 @@ namespace {
 
 std::string load_error(const Config& c, MPI_Comm comm) {
   Log quiet(false);
-  try {
-    Trainer t(c, comm, quiet, 1.0);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { Trainer t(c, comm, quiet, 1.0); });
 }
 
 }  // namespace

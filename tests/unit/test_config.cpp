@@ -5,6 +5,7 @@
 #include <regex>
 #include <string>
 
+#include "../support/errors.hpp"
 #include "gridtrain/app/launch_plan.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/util/error.hpp"
@@ -14,12 +15,7 @@ using namespace gridtrain;
 namespace {
 // The message of the Error parse_config throws, or "" when it accepts the input.
 std::string problems(const std::string& deck, const std::vector<std::string>& cli = {}) {
-  try {
-    parse_config(deck, "in.test", cli);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { parse_config(deck, "in.test", cli); });
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "../support/corpus.hpp"
+#include "../support/errors.hpp"
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
@@ -16,12 +17,7 @@ using namespace gridtrain;
 
 namespace {
 std::string load_error(const std::string& path, std::size_t min_tokens = 2) {
-  try {
-    load_tokens(path, MPI_COMM_SELF, min_tokens, "HINT");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { load_tokens(path, MPI_COMM_SELF, min_tokens, "HINT"); });
 }
 }  // namespace
 

@@ -7,24 +7,14 @@
 #include <functional>
 
 #include "../support/corpus.hpp"
+#include "../support/errors.hpp"
 #include "gridtrain/data/image_data.hpp"
 #include "gridtrain/data/prepare_idx.hpp"
 #include "gridtrain/util/error.hpp"
 
 using namespace gridtrain;
+using test::error_of;
 
-namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("prepare idx writes the IDX images and labels, gzipped or not, as they were", "[data]") {
   const auto dir = test::temp_dir("idx");

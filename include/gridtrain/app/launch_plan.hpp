@@ -34,6 +34,10 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device = tr
 /// For `gridtrain predict`, which weighs layouts without running them.
 std::vector<std::string> layout_problems(const Config& c, const GridShape& shape);
 
+/// Stage `stage` of a pipeline with these layers per stage: its first layer and layer count, on
+/// tp (or, planning without a grid, tp_size ranks).
+ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size);
+
 /// This rank's part of the model on grid: its tp axis, its stage and that stage's layers.
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid);
 

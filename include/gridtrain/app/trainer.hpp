@@ -73,7 +73,7 @@ class Trainer {
   /// Averages the model's replica_state over dp (batch-norm running statistics).
   void average_replica_state();
   /// Copies of the model's replica_state, and putting them back (a step that does not update).
-  std::vector<torch::Tensor> clone_replica_state();
+  std::vector<torch::Tensor> clone_replica_state() const;
   void restore_replica_state(const std::vector<torch::Tensor>& saved);
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
@@ -98,6 +98,7 @@ class Trainer {
   std::size_t val_total_ = 0;
   std::int64_t val_rows_max_ = 0;       // the most validation samples a dp rank has
   std::shared_ptr<Model> model_;
+  std::vector<torch::Tensor> replica_;  // the model's replica_state (batch-norm running statistics)
   std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
   std::ptrdiff_t tied_ = -1;          // the tied embedding's parameter index, -1 where the stage has none
   Timer timer_;

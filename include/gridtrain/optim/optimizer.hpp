@@ -3,6 +3,7 @@
 // Weight decay applies to >= 2-D weights only (matrices and embeddings), never to biases or
 // LayerNorm gains, as in GPT-2/nanoGPT.
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,5 +61,11 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedPara
 /// fp32 optimizer-state bytes per parameter of optim.type: 8 AdamW (exp_avg, exp_avg_sq), 4 SGD
 /// (momentum), 16 1-bit Adam (also its two error-feedback residuals). For memory estimates.
 double optimizer_state_bytes_per_param(OptimizerType type);
+
+/// Bytes per rank of Ψ parameters' {fp32 parameters, fp32 gradients, optimizer state} over dp
+/// ranks at ZeRO `stage` (Rajbhandari et al. 2020, Fig. 1, with 4Ψ each for parameters and
+/// gradients and optimizer_state_bytes_per_param(type)·Ψ): stage 1 shards the optimizer state,
+/// 2 also the gradients, 3 also the parameters.
+std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type, int dp);
 
 }  // namespace gridtrain
