@@ -126,3 +126,10 @@ TEST_CASE("model.channels parses one channel count >= 1 per cnn stage", "[config
   CHECK_THROWS_WITH(parse_config("[model]\nchannels =\n", "test", {}), Catch::Contains("model.channels") && Catch::Contains("empty"));
   CHECK_THROWS_WITH(parse_config("", "test", {"--model.type=mlp"}), Catch::Contains("one of gpt cnn"));
 }
+
+TEST_CASE("data.random_crop is for images: refused with gpt, out-of-range values named", "[config]") {
+  CHECK(parse_config("", "test", {"--model.type=cnn", "--data.random_crop=4"}).data.random_crop == 4);
+  CHECK_THAT(problems("", {"--data.random_crop=2"}),
+             Catch::Contains("data.random_crop = 2 crops images, but model.type = gpt") && Catch::Contains("valid: 0"));
+  CHECK_THAT(problems("", {"--model.type=cnn", "--data.random_crop=65"}), Catch::Contains("valid: integer in [0, 64]"));
+}
