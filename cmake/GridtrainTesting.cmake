@@ -1,6 +1,7 @@
 # Test registration helpers.
 #   gridtrain_add_mpi_test(NAME NPROCS COMMAND...) runs COMMAND under mpiexec -n NPROCS
 #   (oversubscribed, so 8 ranks run on 2 cores).
+#   gridtrain_add_run_test(NAME ... COMMAND...) any other test, with the same environment (below).
 set(GRIDTRAIN_MPI_ENV
   "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1;OMP_NUM_THREADS=1")
 # In the cuda build every test runs on the CUDA LibTorch's binaries: they need the libraries that
@@ -30,8 +31,32 @@ function(gridtrain_add_mpi_test name nprocs)
                                           LABELS mpi)
 endfunction()
 
-# A plain (single-process) test that still initializes MPI as a singleton.
-function(gridtrain_add_test name)
-  add_test(NAME ${name} COMMAND ${ARGN})
-  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${GRIDTRAIN_MPI_ENV}" TIMEOUT 120)
+# A test that runs programs (gridtrain, mpiexec, the regression scripts) with the MPI environment:
+#   gridtrain_add_run_test(NAME [CORPUS] [SERIAL] [TIMEOUT s] [PROCESSORS n] [LABELS l...]
+#                          [WORKING_DIRECTORY dir] COMMAND ...)
+# CORPUS: needs the small KJV corpus (fixture corpus); SERIAL: runs alone (timed work). TIMEOUT
+# defaults to 60 s.
+function(gridtrain_add_run_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "CORPUS;SERIAL" "TIMEOUT;PROCESSORS;WORKING_DIRECTORY" "LABELS;COMMAND")
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 60)
+  endif()
+  if(arg_WORKING_DIRECTORY)
+    add_test(NAME ${name} COMMAND ${arg_COMMAND} WORKING_DIRECTORY ${arg_WORKING_DIRECTORY})
+  else()
+    add_test(NAME ${name} COMMAND ${arg_COMMAND})
+  endif()
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${GRIDTRAIN_MPI_ENV}" TIMEOUT ${arg_TIMEOUT})
+  if(arg_CORPUS)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED corpus)
+  endif()
+  if(arg_SERIAL)
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+  endif()
+  if(arg_PROCESSORS)
+    set_tests_properties(${name} PROPERTIES PROCESSORS ${arg_PROCESSORS})
+  endif()
+  if(arg_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}")
+  endif()
 endfunction()

@@ -97,18 +97,8 @@ class ImageSamples : public Samples {
 
 DataShape data_shape(const Config& c, MPI_Comm comm) {
   if (c.model.type == ModelType::Cnn) return ImageSamples(c, comm).shape();
-  DataShape d{c.model.vocab_size};
-  if (d.vocab_size > 0) return d;
-  agree(comm, [&] {
-    h5_silence_errors();
-    try {
-      H5Id file(H5Fopen(c.data.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "cannot open it");
-      d.vocab_size = static_cast<int>(h5_read_attr_int(file, "vocab_size"));
-    } catch (const std::runtime_error& e) {
-      throw Error("data.path = '" + c.data.path + "': " + e.what() + "; prepare the dataset, or set model.vocab_size");
-    }
-  });
-  return d;
+  if (c.model.vocab_size > 0) return {c.model.vocab_size};
+  return {corpus_vocab_size(c.data.path, comm, "Prepare the dataset with `gridtrain prepare`, or set model.vocab_size")};
 }
 
 std::unique_ptr<Samples> load_samples(const Config& c, MPI_Comm comm) {

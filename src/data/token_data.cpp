@@ -334,4 +334,10 @@ TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_to
   return d;
 }
 
+int corpus_vocab_size(const std::string& path, MPI_Comm comm, const std::string& prepare_hint) {
+  h5_silence_errors();
+  std::string model;
+  return static_cast<int>(describe_corpus(path, comm, "data.path = '" + path + "': ", prepare_hint, model).front().vocab);
+}
+
 }  // namespace gridtrain

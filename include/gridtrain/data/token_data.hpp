@@ -72,4 +72,9 @@ struct TokenData {
 TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_tokens,
                       const std::string& prepare_hint);
 
+/// The corpus's vocab_size from its metadata alone (no token is read; one file, a directory of
+/// shards or a glob, as load_tokens). Collective over comm. Throws gridtrain::Error as load_tokens
+/// for a missing or malformed corpus.
+int corpus_vocab_size(const std::string& path, MPI_Comm comm, const std::string& prepare_hint);
+
 }  // namespace gridtrain
