@@ -17,7 +17,7 @@
 #include "bench_mpi.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
-#include "gridtrain/data/windows.hpp"
+#include "gridtrain/data/batches.hpp"
 
 using namespace gridtrain;
 
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   Sampler sampler(data.train.size(), T, 1234);
   const auto mine = static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(rows);
   const auto global = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(size);
-  WindowPrefetcher windows(rows, T + 1, torch::kCPU, [&](std::uint64_t i, std::int64_t* out) {
+  BatchPrefetcher windows(rows, T + 1, torch::kCPU, [&](std::uint64_t i, std::int64_t* out) {
     copy_window(data.train, sampler.window_start(mine + i), T, out);
   }, depth, global);
   const auto t0 = std::chrono::steady_clock::now();

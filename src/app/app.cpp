@@ -3,8 +3,7 @@
 #include <torch/torch.h>
 
 #include "gridtrain/app/app.hpp"
-#include "gridtrain/app/launch_plan.hpp"
-#include "gridtrain/app/peak.hpp"
+#include "gridtrain/plan/peak.hpp"
 #include "gridtrain/app/run_directory.hpp"
 #include "gridtrain/app/trainer.hpp"
 #include "gridtrain/util/error.hpp"
@@ -39,13 +38,8 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   log.print("Threads: " + std::to_string(threads.threads) + " per rank (" + threads.source + ")\n");
   const BlasInfo blas = detect_blas();
   log.print("BLAS: " + (blas.library.empty() ? std::string("unknown") : blas.library) + "\n");
-  // On CUDA the Trainer takes the peak once its rank has a GPU (0 here asks it to).
-  const Peak peak = plan_launch(cfg, size).cuda ? Peak{cfg.output.peak_gflops, "output.peak_gflops"}
-                                                : rank_peak(cfg, /*cuda=*/false);
-  if (peak.gflops > 0)
-    log.print("Peak: " + fmt("%.1f", peak.gflops) + " GFLOP/s per rank (" + peak.source + ", rank 0)\n");
   // Only a measured slow sgemm is a problem: a LibTorch with MKL inside ignores the system BLAS.
-  const double sgemm = blas.reference ? probe_matmul_gflops(Precision::Fp32, false) : 0.0;
+  const double sgemm = blas.reference ? probe_matmul_gflops(PrecisionType::Fp32, false) : 0.0;
   if (blas.reference && sgemm < kSlowSgemmGflops * threads.threads)
     log.warn("\n  ************************************************************************\n"
              "  LibTorch's sgemm runs at " + fmt("%.1f", sgemm) + " GFLOP/s on the Netlib REFERENCE BLAS (" +
@@ -54,7 +48,7 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
              "      libblas.so.3-x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3\n"
              "  ************************************************************************");
   log.print("Effective configuration:\n" + config_text(cfg) + "\n");
-  Trainer trainer(cfg, world, log, peak.gflops, peak.source);
+  Trainer trainer(cfg, world, log);  // it plans the launch and finds the peak once its rank has its device
   const RunResult r = trainer.run();
   if (r.stop_signal == 0) return 0;
   return r.checkpointed ? kExitStopped : 128 + r.stop_signal;

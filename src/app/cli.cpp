@@ -6,6 +6,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "gridtrain/app/cli.hpp"
+
 #include "gridtrain/app/app.hpp"
 #include "gridtrain/app/generate.hpp"
 #include "gridtrain/checkpoint/inspect.hpp"
@@ -13,6 +15,8 @@
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/prepare_idx.hpp"
 #include "gridtrain/default_deck.hpp"
+#include "gridtrain/plan/dry_run.hpp"
+#include "gridtrain/plan/predict.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/process_setup.hpp"
 #include "gridtrain/version.hpp"
@@ -27,6 +31,7 @@ constexpr const char* kUsage =
     "  mpirun -np N gridtrain [-i DECK] [--section.key=value ...]   train (no -i: built-in KJV GPT deck)\n"
     "  mpirun -np N gridtrain [-i DECK] --restart CKPT [...]         resume (= --checkpoint.resume=CKPT)\n"
     "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
+    "  gridtrain config [-i DECK] [--section.key=value ...]          the resolved configuration (as a run records it)\n"
     "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
     "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N]\n"
     "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5\n"
@@ -190,6 +195,10 @@ int run(int argc, char** argv, int rank, Log& log) {
     return code;
   }
 
+  // `config` prints what a training run with the same deck and overrides would run with.
+  const bool config = !args.empty() && args.front() == "config";
+  if (config) args.erase(args.begin());
+
   po::options_description desc;
   desc.add_options()("help,h", "")("version,V", "")("in,i", po::value<std::string>())(
       "restart", po::value<std::string>())("dry-run", "");
@@ -212,6 +221,10 @@ int run(int argc, char** argv, int rank, Log& log) {
   auto overrides = po::collect_unrecognized(parsed.options, po::include_positional);
   if (vm.count("restart")) overrides.push_back("--checkpoint.resume=" + vm["restart"].as<std::string>());
   const Config cfg = parse_config(deck, deck_name, overrides);
+  if (config) {
+    log.print(config_text(cfg));
+    return 0;
+  }
   return vm.count("dry-run") ? dry_run(cfg, MPI_COMM_WORLD, log) : run_training(cfg, MPI_COMM_WORLD, log);
 }
 

@@ -5,7 +5,7 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/tokenizer.hpp"
-#include "gridtrain/model/model.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 

@@ -75,12 +75,6 @@ Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r,
   return s;
 }
 
-// The local rows a slab covers: the local tensor's first ones (padding, if any, comes last).
-torch::Tensor slab_rows(const torch::Tensor& local, const Slab& slab) {
-  const auto row = std::max<std::int64_t>(1, local.dim() > 1 ? local[0].numel() : 1);
-  return local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) / row);
-}
-
 // A new run's id, the same on every rank: 64 random bits, enough to tell two runs' files apart.
 std::string new_run_id(MPI_Comm comm) {
   std::random_device random;
@@ -167,7 +161,7 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Opti
     mine += "\n";
   }
   std::string everyone;
-  for (const auto& text : grid_.all().blocking_gather_text(mine, "checkpoint dataset names")) everyone += text;
+  for (const auto& text : grid_.world().blocking_gather_text(mine, "checkpoint dataset names")) everyone += text;
   std::istringstream lines(everyone);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream fields(line);
@@ -192,7 +186,7 @@ torch::Tensor Checkpointer::assemble(const Entry& e) {
 }
 
 bool Checkpointer::writes(const Entry& e) const {
-  return e.local.defined() && grid_.dp().rank() == 0 && e.spec.owner && (e.spec.dim >= 0 || grid_.tp().rank() == 0);
+  return e.local.defined() && grid_.dp().rank() == 0 && e.spec.counted_on(grid_.tp().rank());
 }
 
 Slab Checkpointer::slab_of(const Entry& e) const {
@@ -407,152 +401,10 @@ void Checkpointer::prune(long long step) {
   }
 }
 
-std::optional<std::string> Checkpointer::resume_path() {
-  const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
-  if (!choice) {
-    if (cfg_.checkpoint.resume.mode != Resume::Mode::None)
-      log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + "; starting fresh\n");
-    return std::nullopt;
-  }
-  log_.print("Resume: " + choice->path + " (" + choice->reason + ")\n");
-  return choice->path;
-}
-
-void Checkpointer::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
-  const std::string where = "checkpoint '" + path + "': ";
-  const auto failure = phase(where + what + ": ", fn, [](bool) { return std::string(); });
-  if (!failure) return;
-  const std::string& m = failure->message;
-  if (failure->failed_ranks == grid_.shape().size())  // every rank saw it: a problem with the file
-    throw Error(m.starts_with(where) ? m : where + m);
-  // Some ranks hold an open file whose close is collective: this is a fault, not a clean stop.
-  abort_from(*failure, [&] { return where + what + ": " + m; });
-}
-
-// The corpus the file was written for against this run's: a note when it changed and
-// data.allow_change permits it, an Error when it does not.
-std::string Checkpointer::check_corpus(hid_t data) const {
-  if (!h5_has_attr(data, "train_tokens")) return "";  // checkpoints before the corpus was recorded have none
-  const CorpusId was{h5_read_attr_string(data, "corpus_sha256"),
-                     static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
-                     static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens")),
-                     h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : corpus_.tokenizer,
-                     std::string()};  // the tokenizer's model: covered by the sha256 of the tokens
-  std::string changed;
-  if (was.train_tokens != corpus_.train_tokens || was.val_tokens != corpus_.val_tokens)
-    changed = std::to_string(was.train_tokens) + " train / " + std::to_string(was.val_tokens) + " val tokens then, " +
-              std::to_string(corpus_.train_tokens) + " / " + std::to_string(corpus_.val_tokens) + " now";
-  if (was.sha256 != corpus_.sha256)
-    changed += (changed.empty() ? "" : "; ") + std::string("source sha256 ") +
-               (was.sha256.empty() ? "unknown" : was.sha256.substr(0, 16)) + " then, " +
-               (corpus_.sha256.empty() ? "unknown" : corpus_.sha256.substr(0, 16)) + " now";
-  if (was.tokenizer != corpus_.tokenizer)
-    changed += (changed.empty() ? "" : "; ") + std::string("tokenizer ") + was.tokenizer + " then, " +
-               corpus_.tokenizer + " now";
-  if (changed.empty()) return "";
-  if (!cfg_.data.allow_change)
-    throw Error("was written for another corpus than data.path = " + cfg_.data.path + " (" + changed +
-                "): its data position would be applied to different data. Resume with the same data, or set "
-                "data.allow_change = true");
-  return "; data.allow_change = true: the corpus changed (" + changed + ")";
-}
-
-std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
-  const hid_t root = file.root();
-  file.check_header();
-  H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
-  const std::string type = h5_read_attr_string(optim, "type");
-  if (type != name_of(opt.type()))  // the file's spelling against the deck's
-    throw Error("holds state of optimizer '" + type + "' but optim.type = '" + name_of(opt.type()) + "'");
-  H5Id data(H5Gopen2(root, "/data", H5P_DEFAULT), "group /data is missing");
-  const auto seed = static_cast<std::uint64_t>(h5_read_attr_int(data, "seed"));
-  if (seed != cfg_.train.seed)
-    throw Error("was written with train.seed = " + std::to_string(seed) + " but this run has " +
-                std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
-                std::to_string(seed));
-  const std::string note = check_corpus(data);
-  at.step = h5_read_attr_int(root, "step");
-  at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
-  opt.set_steps(h5_read_attr_int(optim, "step"));
-  if (h5_has_attr(root, "run_id")) run_id_ = h5_read_attr_string(root, "run_id");
-  if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
-    H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
-    std::vector<std::string> names;
-    H5Aiterate2(train, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-                [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
-                  static_cast<std::vector<std::string>*>(out)->push_back(name);
-                  return 0;
-                },
-                &names);
-    for (const auto& name : names) at.train.emplace_back(name, h5_read_attr_doubles(train, name));
-  }
-  return note;
-}
-
-// Per-rank state restores only onto the same number of ranks; a resharded run starts its RNG
-// afresh and its error-feedback residuals at zero (returns true then).
-bool Checkpointer::read_rank_state(CheckpointFile& file, Optimizer& opt) {
-  const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
-  auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
-    const std::vector<hsize_t> shape{world, length};
-    if (!file.exists(name) || file.shape_of(name) != shape) return false;
-    file.read(name, dtype, shape, Slab{{me, 0}, {1, length}}, out);
-    return true;
-  };
-  auto rng = at::detail::getDefaultCPUGenerator().get_state();
-  if (read_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()))) {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
-    gen.set_state(rng);
-  }
-  bool reset = false;
-  for (auto& [name, values] : opt.rank_state()) {
-    auto host = torch::empty({values.numel()}, torch::kFloat32);
-    if (read_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()))) {
-      values.copy_(host);
-    } else {
-      values.zero_();
-      reset = true;
-    }
-  }
-  return reset;
-}
-
-ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer& opt) {
-  ResumePoint at;
-  bool reset_feedback = false;
-  std::string data_note;
-  std::optional<CheckpointFile> file;
-  // The checks before the collective open, so that no rank enters it while another gave up.
-  read_phase(path, "checking the file", [&] {
-    if (!fs::exists(path)) throw Error("file not found");
-    if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("not an HDF5 file (truncated or corrupt?)");
-  });
-  read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
-  read_phase(path, "reading the header", [&] { data_note = read_header(*file, opt, at); });
-  torch::NoGradGuard no_grad;
-  // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global
-  // shapes make any layout load any other.
-  for (const auto& e : entries(model, opt)) {
-    read_phase(path, "dataset " + e.name, [&] {
-      const Slab slab = slab_of(e);
-      auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
-      file->read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
-      if (slab.elements() == 0) return;
-      const bool piece = !e.local_shape.empty();  // ZeRO: read the whole tensor, keep this rank's piece
-      const auto whole = piece ? torch::zeros(e.local_shape, e.local.options()) : e.local;
-      auto rows = slab_rows(whole, slab);
-      rows.copy_(host.view(rows.sizes()));
-      if (piece) e.local.copy_(whole.view(-1).narrow(0, e.offset, e.local.numel()));
-    });
-  }
-  read_phase(path, "per-rank state", [&] { reset_feedback = read_rank_state(*file, opt); });
-  read_phase(path, "closing", [&] { file->close(); });
-  start_step_ = at.step;
-  log_.print("Resumed from " + path + " at step " + std::to_string(at.step) + " (global sample index " +
-             std::to_string(at.sample_index) + ")" +
-             (reset_feedback ? "; error-feedback residuals start at zero (written on another grid)" : "") + data_note +
-             "\n");
-  return at;
+// The local rows a slab covers: the local tensor's first ones (padding, if any, comes last).
+torch::Tensor Checkpointer::slab_rows(const torch::Tensor& local, const Slab& slab) {
+  const auto row = std::max<std::int64_t>(1, local.dim() > 1 ? local[0].numel() : 1);
+  return local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) / row);
 }
 
 }  // namespace gridtrain

@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
-#include "gridtrain/comm/device_comm.hpp"
 
 namespace gridtrain {
 namespace {
@@ -113,7 +113,13 @@ class OneBit : public Compressor {
 }  // namespace
 
 std::unique_ptr<Compressor> make_compressor(CompressorKind kind, Memory where) {
+#ifdef GRIDTRAIN_CUDA
   if (where == Memory::Cuda) return make_cuda_compressor(kind);
+#else
+  if (where == Memory::Cuda)
+    throw std::runtime_error("gradient compression on a CUDA device needs the GPU build of gridtrain "
+                             "(scripts/fetch-libtorch-cuda; cmake --preset cuda); this one was built for CPU only");
+#endif
   switch (kind) {
     case CompressorKind::Fp16: return std::make_unique<Fp16>();
     case CompressorKind::Bf16: return std::make_unique<Bf16>();

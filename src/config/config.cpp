@@ -105,7 +105,7 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.comm.backend == Backend::Mpi && c.train.device == DeviceKind::Cuda)
     errors.push_back("comm.backend = mpi with train.device = cuda would need CUDA-aware MPI, which gridtrain does "
                      "not use; use comm.backend = nccl (or auto)");
-  if (c.precision.type == Precision::Fp16 && c.train.device == DeviceKind::Cpu)
+  if (c.precision.type == PrecisionType::Fp16 && c.train.device == DeviceKind::Cpu)
     errors.push_back("precision.type = fp16 needs CUDA (CPU autocast computes in bf16); use precision.type = bf16 "
                      "on the CPU");
   if (c.precision.min_scale > c.precision.init_scale)

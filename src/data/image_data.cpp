@@ -19,14 +19,14 @@ constexpr const char* kSets[4] = {"/train/images", "/train/labels", "/test/image
 struct Meta {
   int classes = 0, channels = 0, height = 0, width = 0;
   std::string sha256;
-  TokenSplit::Part parts[4];
+  StoredIntegers::Part parts[4];
 };
 
 std::string to_text(const Meta& m) {
   std::ostringstream out;
   out << m.classes << ' ' << m.channels << ' ' << m.height << ' ' << m.width << ' ' << (m.sha256.empty() ? "-" : m.sha256)
       << '\n';
-  for (const auto& p : m.parts) out << p.offset << ' ' << p.tokens << ' ' << p.width << ' ' << p.is_signed << '\n';
+  for (const auto& p : m.parts) out << p.offset << ' ' << p.count << ' ' << p.width << ' ' << p.is_signed << '\n';
   return out.str();
 }
 
@@ -36,7 +36,7 @@ Meta from_text(const std::string& text, const std::string& file) {
   in >> m.classes >> m.channels >> m.height >> m.width >> m.sha256;
   if (m.sha256 == "-") m.sha256.clear();
   for (auto& p : m.parts) {
-    in >> p.offset >> p.tokens >> p.width >> p.is_signed;
+    in >> p.offset >> p.count >> p.width >> p.is_signed;
     p.file = file;
   }
   return m;
@@ -105,9 +105,9 @@ ImageData load_images(const std::string& path, MPI_Comm comm, const std::string&
   agree(comm, [&] {
     ImageSplit* splits[2] = {&d.train, &d.test};
     for (int i = 0; i < 2; ++i) {
-      splits[i]->pixels = TokenSplit({m.parts[2 * i]});
-      splits[i]->labels = TokenSplit({m.parts[2 * i + 1]});
-      splits[i]->count = m.parts[2 * i + 1].tokens;
+      splits[i]->pixels = StoredIntegers({m.parts[2 * i]});
+      splits[i]->labels = StoredIntegers({m.parts[2 * i + 1]});
+      splits[i]->count = m.parts[2 * i + 1].count;
       const auto [begin, end] = share(splits[i]->count, rank, ranks);  // every label checked once
       if (const auto bad = splits[i]->labels.first_outside(begin, end, d.classes); !bad.empty())
         throw Error(where + kSets[2 * i + 1] + " holds label " + bad + " outside [0, classes = " +

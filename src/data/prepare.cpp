@@ -61,7 +61,7 @@ StoredType stored_type(int vocab) {
 
 // Writes tokens [from, from + n) of src as a new contiguous dataset `name`, kBuffer at a time,
 // and adds the bytes as stored to the digest.
-void write_tokens(hid_t file, const std::string& name, const TokenSplit& src, std::uint64_t from, std::uint64_t n,
+void write_tokens(hid_t file, const std::string& name, const StoredIntegers& src, std::uint64_t from, std::uint64_t n,
                   StoredType type, Digest& digest) {
   const hsize_t size = n;
   H5Id space(H5Screate_simple(1, &size, nullptr), "H5Screate_simple");
@@ -88,7 +88,7 @@ void write_tokens(hid_t file, const std::string& name, const TokenSplit& src, st
 
 // What every shard shares.
 struct Corpus {
-  TokenSplit tokens;  // the whole token stream, train then val
+  StoredIntegers tokens;  // the whole token stream, train then val
   std::uint64_t train = 0, val = 0;
   std::uint64_t source_bytes = 0;
   std::string tokenizer, model;  // name, serialized model ("" for bytes)
@@ -217,7 +217,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
     c.tokenizer = tok->name();
     c.vocab = tok->vocab_size();
     if (o.tokenizer == "bytes")
-      c.tokens = TokenSplit({{o.input, 0, c.source_bytes, 1, false}});
+      c.tokens = StoredIntegers({{o.input, 0, c.source_bytes, 1, false}});
     else
       encoded = encode_share(*tok, o.input, c.source_bytes, tmp[static_cast<std::size_t>(rank)], rank, ranks);
   });
@@ -225,9 +225,9 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
     std::vector<unsigned long long> counts(static_cast<std::size_t>(ranks));
     unsigned long long mine = encoded;
     MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, counts.data(), 1, MPI_UNSIGNED_LONG_LONG, comm);
-    std::vector<TokenSplit::Part> parts;
+    std::vector<StoredIntegers::Part> parts;
     for (int r = 0; r < ranks; ++r) parts.push_back({tmp[static_cast<std::size_t>(r)], 0, counts[static_cast<std::size_t>(r)], 4, true});
-    agree(comm, [&] { c.tokens = TokenSplit(parts); });
+    agree(comm, [&] { c.tokens = StoredIntegers(parts); });
   }
   const std::uint64_t n = c.tokens.size();
   PrepareReport r;

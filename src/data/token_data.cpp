@@ -20,106 +20,7 @@
 
 namespace gridtrain {
 
-// ---- TokenSplit: pread from the datasets' contiguous storage ----
-
-struct TokenSplit::Files {
-  struct Open {
-    Part part;
-    int fd = -1;
-    std::uint64_t first = 0;  // index of the part's first token in the split
-  };
-  std::vector<Open> open;
-  ~Files() {
-    for (const auto& o : open) ::close(o.fd);
-  }
-};
-
-TokenSplit::TokenSplit(std::vector<Part> parts) {
-  auto files = std::make_shared<Files>();
-  for (auto& p : parts) {
-    const int fd = ::open(p.file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error("cannot open '" + p.file + "': " + std::strerror(errno));
-    files->open.push_back({std::move(p), fd, size_});
-    size_ += files->open.back().part.tokens;
-  }
-  files_ = std::move(files);
-}
-
-namespace {
-
-// Reads exactly `bytes` bytes at `offset` (pread may return less, or be interrupted).
-void read_fully(int fd, void* out, std::size_t bytes, std::uint64_t offset, const std::string& file) {
-  auto* p = static_cast<char*>(out);
-  while (bytes > 0) {
-    const ssize_t got = ::pread(fd, p, bytes, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0)
-      throw Error("reading '" + file + "' failed: " + (got < 0 ? std::strerror(errno) : "file too short"));
-    p += got;
-    bytes -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
-}
-
-// Stored token i of raw (little-endian, `width` bytes), as a signed or unsigned 64-bit value.
-template <class T>
-T stored(const unsigned char* raw, std::size_t i, int width, bool is_signed) {
-  std::uint64_t u = 0;
-  std::memcpy(&u, raw + i * static_cast<std::size_t>(width), static_cast<std::size_t>(width));
-  if (is_signed && width < 8 && (u >> (8 * width - 1)) != 0) u |= ~std::uint64_t{0} << (8 * width);  // sign-extend
-  return static_cast<T>(u);
-}
-
-// Calls fn(part, first token within the part, count) for the pieces of [start, start + n).
-template <class Open, class Fn>
-void for_pieces(const std::vector<Open>& open, std::uint64_t start, std::uint64_t n, Fn&& fn) {
-  auto it = std::upper_bound(open.begin(), open.end(), start, [](std::uint64_t s, const Open& o) { return s < o.first; });
-  for (--it; n > 0; ++it) {
-    const std::uint64_t in = start - it->first, take = std::min(n, it->part.tokens - in);
-    if (take > 0) fn(*it, in, take);
-    start += take;
-    n -= take;
-  }
-}
-
-}  // namespace
-
-void TokenSplit::read(std::uint64_t start, std::size_t n, std::int32_t* out) const {
-  std::vector<unsigned char> raw;
-  for_pieces(files_->open, start, n, [&](const Files::Open& o, std::uint64_t in, std::uint64_t take) {
-    const auto w = static_cast<std::size_t>(o.part.width);
-    raw.resize(take * w);
-    read_fully(o.fd, raw.data(), raw.size(), o.part.offset + in * w, o.part.file);
-    for (std::size_t i = 0; i < take; ++i) *out++ = stored<std::int32_t>(raw.data(), i, o.part.width, o.part.is_signed);
-  });
-}
-
-std::string TokenSplit::first_outside(std::uint64_t begin, std::uint64_t end, long long vocab) const {
-  constexpr std::uint64_t kChunk = 1 << 20;  // tokens per read: 8 MiB at the widest
-  std::string bad;
-  std::vector<unsigned char> raw;
-  for_pieces(files_->open, begin, end - begin, [&](const Files::Open& o, std::uint64_t in, std::uint64_t take) {
-    const Part& p = o.part;
-    const bool cannot_exceed = !p.is_signed && p.width < 8 && (1ULL << (8 * p.width)) <= static_cast<unsigned long long>(vocab);
-    for (std::uint64_t at = 0; at < take && bad.empty() && !cannot_exceed; at += kChunk) {
-      const std::uint64_t count = std::min(kChunk, take - at);
-      raw.resize(count * static_cast<std::uint64_t>(p.width));
-      read_fully(o.fd, raw.data(), raw.size(), p.offset + (in + at) * static_cast<std::uint64_t>(p.width), p.file);
-      for (std::size_t i = 0; i < count && bad.empty(); ++i) {
-        if (p.is_signed) {
-          const auto t = stored<std::int64_t>(raw.data(), i, p.width, true);
-          if (t < 0 || t >= vocab) bad = std::to_string(t);
-        } else {
-          const auto t = stored<std::uint64_t>(raw.data(), i, p.width, false);
-          if (t >= static_cast<std::uint64_t>(vocab)) bad = std::to_string(t);
-        }
-      }
-    }
-  });
-  return bad;
-}
-
-void copy_window(const TokenSplit& split, std::uint64_t start, int block_size, std::int64_t* out) {
+void copy_window(const StoredIntegers& split, std::uint64_t start, int block_size, std::int64_t* out) {
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(block_size) + 1);
   split.read(start, tokens.size(), tokens.data());
   std::copy(tokens.begin(), tokens.end(), out);
@@ -150,43 +51,11 @@ std::vector<std::string> corpus_files(const std::string& path) {
   return files;
 }
 
-}  // namespace
-
-TokenSplit::Part dataset_part(hid_t file, const std::string& path, const std::string& name,
-                              std::vector<std::uint64_t>& dims) {
-  if (H5Lexists(file, name.substr(0, name.rfind('/')).c_str(), H5P_DEFAULT) <= 0 ||
-      H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
-    throw std::runtime_error("dataset " + name + " is missing");
-  H5Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
-  H5Id type(H5Dget_type(ds), "H5Dget_type");
-  H5Id space(H5Dget_space(ds), "H5Dget_space");
-  if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("dataset " + name + " is not integer");
-  std::vector<hsize_t> extent(static_cast<std::size_t>(std::max(0, H5Sget_simple_extent_ndims(space))));
-  H5Sget_simple_extent_dims(space, extent.data(), nullptr);
-  dims.assign(extent.begin(), extent.end());
-  TokenSplit::Part p;
-  p.file = path;
-  p.tokens = 1;
-  for (auto d : dims) p.tokens *= d;
-  p.width = static_cast<int>(H5Tget_size(type));
-  p.is_signed = H5Tget_sign(type) != H5T_SGN_NONE;
-  H5Id dcpl(H5Dget_create_plist(ds), "H5Dget_create_plist");
-  const bool plain = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
-                     H5Tget_order(type) == H5T_ORDER_LE && (p.width == 1 || p.width == 2 || p.width == 4 || p.width == 8);
-  const haddr_t at = H5Dget_offset(ds);
-  if (!plain || (p.tokens > 0 && at == HADDR_UNDEF))
-    throw Error(name + " is chunked, compressed or big-endian; gridtrain reads it straight from a contiguous "
-                "little-endian dataset: write it with `gridtrain prepare`, or with h5py without chunks or compression");
-  p.offset = p.tokens > 0 ? at : 0;
-  return p;
-}
-
-namespace {
 
 // A split's dataset in an open file: 1-D token ids.
-TokenSplit::Part describe_split(hid_t file, const std::string& path, const std::string& name) {
+StoredIntegers::Part describe_split(hid_t file, const std::string& path, const std::string& name) {
   std::vector<std::uint64_t> dims;
-  TokenSplit::Part p = dataset_part(file, path, name, dims);
+  StoredIntegers::Part p = dataset_part(file, path, name, dims);
   if (dims.size() != 1) throw std::runtime_error("dataset " + name + " is not 1-D");
   return p;
 }
@@ -196,7 +65,7 @@ struct Shard {
   long long shard = -1, shards = 0;  // its index, and how many the corpus was written as (-1, 0: not recorded)
   std::string model;                 // /tokenizer/model, or ""
   std::string tokenizer, sha256;
-  TokenSplit::Part split[2];
+  StoredIntegers::Part split[2];
 };
 
 Shard describe_shard(const std::string& path) {
@@ -222,7 +91,7 @@ std::string to_text(const std::vector<Shard>& shards) {
   std::ostringstream out;
   for (const auto& s : shards) {
     out << s.vocab << '\t' << s.tokenizer << '\t' << s.sha256;
-    for (const auto& p : s.split) out << '\t' << p.file << '\t' << p.offset << '\t' << p.tokens << '\t' << p.width << '\t' << p.is_signed;
+    for (const auto& p : s.split) out << '\t' << p.file << '\t' << p.offset << '\t' << p.count << '\t' << p.width << '\t' << p.is_signed;
     out << '\n';
   }
   return out.str();
@@ -242,7 +111,7 @@ std::vector<Shard> from_text(const std::string& text) {
     for (auto& p : s.split) {
       std::string field;
       std::getline(f, p.file, '\t');
-      f >> p.offset >> p.tokens >> p.width >> p.is_signed;
+      f >> p.offset >> p.count >> p.width >> p.is_signed;
       f.ignore();
     }
     shards.push_back(std::move(s));
@@ -304,7 +173,7 @@ TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_to
   const auto shards = describe_corpus(path, comm, where, prepare_hint, d.tokenizer_model);
   d.vocab_size = static_cast<int>(shards.front().vocab);
   d.tokenizer = shards.front().tokenizer;
-  std::vector<TokenSplit::Part> parts[2];
+  std::vector<StoredIntegers::Part> parts[2];
   std::string shas;
   for (const auto& s : shards) {
     d.files.push_back(s.split[0].file);
@@ -317,10 +186,10 @@ TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_to
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   agree(comm, [&] {
-    d.train = TokenSplit(parts[0]);
-    d.val = TokenSplit(parts[1]);
+    d.train = StoredIntegers(parts[0]);
+    d.val = StoredIntegers(parts[1]);
     for (int i = 0; i < 2; ++i) {
-      const TokenSplit& split = i == 0 ? d.train : d.val;
+      const StoredIntegers& split = i == 0 ? d.train : d.val;
       if (split.size() < min_tokens)
         throw Error(where + kSplits[i] + " has " + std::to_string(split.size()) + " tokens; at least " +
                     std::to_string(min_tokens) + " (model.block_size + 1) are needed");

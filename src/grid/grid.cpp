@@ -42,19 +42,19 @@ Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape) {
   tp_ = std::make_unique<Axis>("tp", sub(0, 0, 1), timeout_s);
   MPI_Comm all;
   MPI_Comm_dup(cart_, &all);
-  all_ = std::make_unique<Axis>("grid", all, timeout_s);
+  world_ = std::make_unique<Axis>("world", all, timeout_s);
 }
 
 Grid::~Grid() {
   dp_.reset();
   tp_.reset();
   pp_.reset();
-  all_.reset();
+  world_.reset();
   if (cart_ != MPI_COMM_NULL) MPI_Comm_free(&cart_);
 }
 
 void Grid::use_nccl() {
-  // all_ carries only host scalars (MPI), so it needs no NCCL communicator.
+  // world_ carries only host scalars (MPI), so it needs no NCCL communicator.
   for (Axis* a : {dp_.get(), tp_.get(), pp_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
 }
 
@@ -64,9 +64,9 @@ std::string Grid::describe() const {
          " backend";
 }
 
-int agree_stop_signal(Axis& grid) {
+int agree_stop_signal(Axis& world) {
   double sig = received_stop_signal();
-  grid.blocking_max(&sig, 1, "stop signal");
+  world.blocking_max(&sig, 1, "stop signal");
   return static_cast<int>(sig);
 }
 

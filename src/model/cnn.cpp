@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "gridtrain/config/config.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/hash.hpp"
 
@@ -121,6 +122,8 @@ ShardSpec Cnn::shard(const std::string& name) const {
     if (const auto* t = list->find(name)) return {t->sizes().vec()};
   throw std::invalid_argument("Cnn has no tensor " + name);
 }
+
+std::string Cnn::describe() const { return "cnn, channels " + comma_list(plan_.shape().widths); }
 
 int Cnn::unit_of(const std::string& name) const {
   if (name.starts_with("head.")) return static_cast<int>(stages_.size());

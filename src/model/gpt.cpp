@@ -4,7 +4,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include "gridtrain/config/config.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
+#include "gridtrain/util/error.hpp"
 #include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
@@ -142,6 +144,15 @@ namespace {
 enum Unit : int { kWte = 0, kWpe = 1, kBlocks = 2 };  // then ln_f after the blocks
 }  // namespace
 
+std::vector<std::string> Gpt::tied_parameters() const {
+  if (first_stage() || last_stage()) return {"wte.weight"};
+  return {};
+}
+
+std::string Gpt::describe() const {
+  return std::string("gpt, attention ") + (shape().fused_attention ? "sdpa" : "math");
+}
+
 int Gpt::unit_of(const std::string& name) const {
   if (name == "wte.weight") return kWte;
   if (name == "wpe.weight") return kWpe;
@@ -248,6 +259,13 @@ void Gpt::initialize(std::uint64_t seed) {
     }
     p.value().copy_(take_shard(full, spec, plan_.tp_rank(), plan_.tp_size()));
   }
+}
+
+bool fused_attention(const Config& c) {
+  if (c.model.attention == Attention::Sdpa && !sdpa_available())
+    throw Error("model.attention = sdpa needs LibTorch >= 2.0 (at::scaled_dot_product_attention); this build has "
+                "LibTorch " TORCH_VERSION "; use model.attention = auto or math");
+  return c.model.attention == Attention::Sdpa || (c.model.attention == Attention::Auto && sdpa_available());
 }
 
 }  // namespace gridtrain

@@ -1,4 +1,7 @@
-// model.type -> its module and its plan. Register new models here.
+// model.type -> its module, its plan, its pipeline layers and the layouts it refuses. Register
+// new models here.
+#include "gridtrain/model/registry.hpp"
+
 #include <map>
 
 #include "gridtrain/config/config.hpp"
@@ -12,7 +15,21 @@ namespace {
 struct Entry {
   std::shared_ptr<Model> (*build)(const Config&, const DataShape&, const ModelLayout&);
   std::unique_ptr<ModelPlan> (*plan)(const Config&, const DataShape&, const ModelLayout&);
+  int (*layers)(const Config&);
+  std::vector<std::string> (*layout_problems)(const Config&, int tp, int pp);
 };
+
+std::vector<std::string> gpt_layout_problems(const Config& c, int tp, int) {
+  if (c.model.n_head % tp == 0) return {};
+  return {"model.n_head = " + std::to_string(c.model.n_head) + " is not divisible by grid.tp = " + std::to_string(tp) +
+          "; tensor parallelism splits the attention heads"};
+}
+
+std::vector<std::string> cnn_layout_problems(const Config&, int tp, int pp) {
+  if (tp == 1 && pp == 1) return {};
+  return {"model.type = cnn is data parallel only, but grid.tp = " + std::to_string(tp) + " and grid.pp = " +
+          std::to_string(pp) + "; valid: grid.tp = grid.pp = 1 (scale it with dp and optim.zero_stage)"};
+}
 
 GptShape gpt_shape(const Config& c, const DataShape& d) {
   return {d.vocab_size, c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd, fused_attention(c)};
@@ -28,14 +45,16 @@ const Entry& entry(const Config& cfg) {
         },
         [](const Config& c, const DataShape& d, const ModelLayout& l) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<GptPlan>(gpt_shape(c, d), l);
-        }}},
-      {ModelType::Cnn,  // data parallel only: the launch plan refuses tp, pp > 1
+        },
+        [](const Config& c) { return c.model.n_layer; }, gpt_layout_problems}},
+      {ModelType::Cnn,
        {[](const Config& c, const DataShape& d, const ModelLayout&) -> std::shared_ptr<Model> {
           return std::make_shared<Cnn>(cnn_shape(c, d));
         },
         [](const Config& c, const DataShape& d, const ModelLayout&) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<CnnPlan>(cnn_shape(c, d));
-        }}},
+        },
+        [](const Config&) { return 1; }, cnn_layout_problems}},
   };
   return registry.at(cfg.model.type);  // every ModelType is registered
 }
@@ -52,17 +71,10 @@ std::unique_ptr<ModelPlan> plan_model(const Config& c, const DataShape& data, co
   return entry(c).plan(c, data, layout);
 }
 
-bool fused_attention(const Config& c) {
-  if (c.model.attention == Attention::Sdpa && !sdpa_available())
-    throw Error("model.attention = sdpa needs LibTorch >= 2.0 (at::scaled_dot_product_attention); this build has "
-                "LibTorch " TORCH_VERSION "; use model.attention = auto or math");
-  return c.model.attention == Attention::Sdpa || (c.model.attention == Attention::Auto && sdpa_available());
-}
+int model_layers(const Config& c) { return entry(c).layers(c); }
 
-std::int64_t count_parameters(const torch::nn::Module& m) {
-  std::int64_t n = 0;
-  for (const auto& p : m.parameters()) n += p.numel();
-  return n;
+std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp) {
+  return entry(c).layout_problems(c, tp, pp);
 }
 
 }  // namespace gridtrain

@@ -35,7 +35,7 @@ void OnebitAdam::step(double lr) {
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t2));
   const AdamKernels kernels = default_adam_kernels();
   adam_moments(slots_, beta1_, beta2_, /*second_moment=*/!compressed, kernels);  // compressed: the local momentum
-  bytes_ = compressed ? compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_, feedback_, "1-bit Adam momentum") : 0;
+  if (compressed) compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_, feedback_, "1-bit Adam momentum");
   adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_, kernels);
 }
 

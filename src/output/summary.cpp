@@ -33,7 +33,7 @@ void print_performance(const RunResult& run, const RunCounters& counters, const 
 std::array<double, 3> bytes_per_step(const RunCounters& counters, long long steps, Grid& grid) {
   std::array<double, 3> bytes{};
   for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(counters.bytes_sent[i]);
-  grid.all().blocking_sum(bytes.data(), 3, "bytes sent");
+  grid.world().blocking_sum(bytes.data(), 3, "bytes sent");
   const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, steps));
   for (auto& b : bytes) b /= per;
   return bytes;
@@ -130,7 +130,7 @@ void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& g
 void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
   const StateBytes& s = counters.state;
   double v[5] = {s.params, s.params_peak, s.grads, s.grads_peak, s.optimizer};
-  grid.all().blocking_max(v, 5, "model state bytes");
+  grid.world().blocking_max(v, 5, "model state bytes");
   char text[400];
   std::snprintf(text, sizeof text,
                 "\nModel state per rank, MiB, max over ranks (the tensors the model, gradient reducer and optimizer "
@@ -138,16 +138,16 @@ void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
                 "", "at the end", "peak", "parameters", v[0] / kMiB, v[1] / kMiB, "gradients", v[2] / kMiB,
                 v[3] / kMiB, "optimizer state", v[4] / kMiB, v[4] / kMiB);
   log.print(text);
-  log.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid.all(), kMiB, "MiB") + "\n");
+  log.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid.world(), kMiB, "MiB") + "\n");
   const int cuda_device = counters.cuda_device;
 #ifdef GRIDTRAIN_CUDA
   if (cuda_device >= 0) {  // the same on every rank: train.device is one setting
     const auto cuda = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(cuda_device));
     const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     log.print("CUDA memory: peak allocated " +
-              min_avg_max(static_cast<double>(cuda.allocated_bytes[all].peak), grid.all(), kMiB, "MiB") +
+              min_avg_max(static_cast<double>(cuda.allocated_bytes[all].peak), grid.world(), kMiB, "MiB") +
               "; peak reserved by the caching allocator " +
-              min_avg_max(static_cast<double>(cuda.reserved_bytes[all].peak), grid.all(), kMiB, "MiB") + "\n");
+              min_avg_max(static_cast<double>(cuda.reserved_bytes[all].peak), grid.world(), kMiB, "MiB") + "\n");
   }
 #else
   (void)cuda_device;
@@ -177,7 +177,7 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
                    const Reducer& reducer, const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid,
                    Log& log) {
   print_performance(run, counters, c, grid, log);
-  const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.all());
+  const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.world());
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
   const auto bytes = bytes_per_step(counters, static_cast<long long>(run.losses.size()), grid);
   print_exchange(counters, bytes, reducer, grid, log);
@@ -187,10 +187,10 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   if (run.final_val_loss)
     log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats" + per + " (" +
               fmt("%.4f", *run.final_val_loss / std::log(2.0)) + " bits" + per + ") over " +
-              std::to_string(counters.val_windows) + (counters.item == "token" ? " windows\n" : " samples\n"));
+              std::to_string(counters.val_samples) + " samples\n");
   if (run.final_val_accuracy)
     log.print("Final validation accuracy: " + fmt("%.4f", *run.final_val_accuracy) + " (top-1) over " +
-              std::to_string(counters.val_windows) + " samples\n");
+              std::to_string(counters.val_samples) + " samples\n");
   const std::string json = summary_json(run, counters, c, b, bytes, guard.micro_batch(), grid);
   if (log.active()) replace_file(c.output.dir + "/summary.json", json);
 }

@@ -6,10 +6,10 @@
 
 namespace gridtrain {
 
-PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_size, int n_embd,
+PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, ActivationShape activation_shape,
                                torch::Device device, bool first_stage, bool last_stage, bool tied, Timer& timer)
-    : grid_(grid), schedule_(schedule), T_(block_size), C_(n_embd), device_(device), first_(first_stage),
-      last_(last_stage), timer_(timer) {
+    : grid_(grid), schedule_(schedule), activation_shape_(std::move(activation_shape)), device_(device),
+      first_(first_stage), last_(last_stage), timer_(timer) {
   Axis& pp = grid.pp();
   if (pp.size() == 1) return;
   const bool ends = tied && (first_stage || last_stage);
@@ -17,15 +17,15 @@ PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_
 }
 
 torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* what) {
-  auto t = torch::empty({rows, T_, C_}, torch::TensorOptions(torch::kFloat).device(device_));  // (B, T, C)
+  auto t = torch::empty(activation_shape_(rows), torch::TensorOptions(torch::kFloat).device(device_));  // (B, T, C)
   timer_.stamp(Section::Compute);
   grid_.pp().recv(t.data_ptr(), t.nbytes(), peer, tag, what).wait();
   timer_.stamp(Section::PpComm);
   return t;
 }
 
-torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward,
-                             Reducer& reducer, double loss_scale) {
+torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
+                                    Reducer& reducer, double loss_scale) {
   const int B = micro_batch, M = micro_batches;
   Axis& pp = grid_.pp();
   std::vector<torch::Tensor> inputs(M), outputs(M), losses(M), in_flight;
@@ -39,13 +39,13 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Wi
   for (const PipeOp& op : pipeline_schedule(schedule_, pp.rank(), pp.size(), M)) {
     const int m = op.micro_batch;
     if (op.kind == PipeOp::Forward) {
-      std::pair<torch::Tensor, torch::Tensor> batch;  // {input, targets}
-      if (first_ || last_) batch = windows(static_cast<std::int64_t>(m) * B, B);
+      std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
+      if (first_ || last_) mb = batch(static_cast<std::int64_t>(m) * B, B);
       timer_.stamp(Section::Data);
-      inputs[m] = first_ ? batch.first : receive(pp.rank() - 1, m, B, "micro-batch").requires_grad_();
+      inputs[m] = first_ ? mb.first : receive(pp.rank() - 1, m, B, "micro-batch").requires_grad_();
       if (last_) {
-        const auto items = static_cast<double>(batch.second.numel());
-        losses[m] = forward(inputs[m], batch.second) / (items * M);
+        const auto items = static_cast<double>(mb.second.numel());
+        losses[m] = forward(inputs[m], mb.second) / (items * M);
         loss_sum = loss_sum.defined() ? loss_sum + losses[m].detach() : losses[m].detach();
       } else {
         outputs[m] = forward(inputs[m], {});
@@ -66,23 +66,23 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Wi
 }
 
 std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch,
-                                             const Windows& windows, const Forward& forward) {
+                                             const MicroBatch& batch, const Forward& forward) {
   torch::NoGradGuard no_grad;
   Axis& pp = grid_.pp();
   torch::Tensor sums;  // last stage: (k,) on the host
   for (std::int64_t i = 0; i < padded_rows; i += micro_batch) {
     const bool padding = i >= rows;  // this rank's rows are done; its dp peers' are not
     const int n = padding ? 1 : static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
-    std::pair<torch::Tensor, torch::Tensor> batch;  // {input, targets}
-    torch::Tensor x;                                // the input, or (n, T, C) activations
-    if (first_ || last_) batch = windows(i, n);
-    if (first_) x = batch.first;
+    std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
+    torch::Tensor x;                             // the input, or (n, T, C) activations
+    if (first_ || last_) mb = batch(i, n);
+    if (first_) x = mb.first;
     else {
-      x = torch::empty({n, T_, C_}, torch::TensorOptions(torch::kFloat).device(device_));
+      x = torch::empty(activation_shape_(n), torch::TensorOptions(torch::kFloat).device(device_));
       pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
     }
     if (last_) {
-      const auto s = forward(x, batch.second).to(torch::kDouble).cpu();
+      const auto s = forward(x, mb.second).to(torch::kDouble).cpu();
       if (!padding) sums = sums.defined() ? sums + s : s;
     } else {
       auto h = forward(x, {}).to(torch::kFloat).contiguous();
@@ -93,14 +93,10 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
   return {sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel()};
 }
 
-void PipelineEngine::sum_tied_gradient(const torch::Tensor& grad) {
+void PipelineEngine::sum_tied_gradients(const std::vector<torch::Tensor>& grads) {
   if (!tied_) return;
-  tied_->allreduce_sum(grad.data_ptr<float>(), static_cast<std::size_t>(grad.numel()), "tied embedding gradient")
-      .wait();
-}
-
-std::uint64_t PipelineEngine::bytes_sent() const {
-  return grid_.pp().bytes_sent() + (tied_ ? tied_->bytes_sent() : 0);
+  for (const auto& g : grads)
+    tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
 }
 
 }  // namespace gridtrain

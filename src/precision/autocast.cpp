@@ -26,16 +26,16 @@ void set_dtype(torch::DeviceType t, torch::ScalarType d) {
 
 }  // namespace
 
-torch::ScalarType compute_dtype(Precision precision) {
+torch::ScalarType compute_dtype(PrecisionType precision) {
   switch (precision) {
-    case Precision::Bf16: return torch::kBFloat16;
-    case Precision::Fp16: return torch::kHalf;
-    case Precision::Fp32: break;
+    case PrecisionType::Bf16: return torch::kBFloat16;
+    case PrecisionType::Fp16: return torch::kHalf;
+    case PrecisionType::Fp32: break;
   }
   return torch::kFloat;
 }
 
-AutocastGuard::AutocastGuard(Precision precision, const torch::Device& device) : type_(device.type()) {
+AutocastGuard::AutocastGuard(PrecisionType precision, const torch::Device& device) : type_(device.type()) {
   const auto d = compute_dtype(precision);
   if (d == torch::kFloat) return;
   active_ = true;

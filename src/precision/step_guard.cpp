@@ -8,10 +8,10 @@
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
-StepGuard::StepGuard(const Config& c, Axis& grid, int dp, int micro_batch, int accumulation, Log& log)
-    : cfg_(c), grid_(grid), dp_(dp), micro_batch_(micro_batch), accumulation_(accumulation), log_(log) {
+StepGuard::StepGuard(const Config& c, Axis& world, int dp, int micro_batch, int accumulation, Log& log)
+    : cfg_(c), world_(world), dp_(dp), micro_batch_(micro_batch), accumulation_(accumulation), log_(log) {
   const auto& p = c.precision;
-  if (p.loss_scaling == LossScaling::Dynamic || (p.loss_scaling == LossScaling::Auto && p.type == Precision::Fp16))
+  if (p.loss_scaling == LossScaling::Dynamic || (p.loss_scaling == LossScaling::Auto && p.type == PrecisionType::Fp16))
     scaler_ = std::make_unique<LossScaler>(LossScalerOptions{p.init_scale, p.growth_factor, p.backoff_factor,
                                                              p.growth_interval, p.hysteresis, p.min_scale});
   if (c.train.skip_outliers) {
@@ -29,7 +29,7 @@ Verdict StepGuard::judge(long long step, const StepReport& mine, bool local_grad
   const double local_sq = mine.grad_sq / (scale * scale);
   double sums[4] = {mine.counts_loss ? mine.loss : 0.0, local_sq,
                     std::isfinite(mine.loss) && std::isfinite(local_sq) ? 0.0 : 1.0, mine.oom ? 1.0 : 0.0};
-  grid_.blocking_sum(sums, 4, "loss, gradient norm and step flags");
+  world_.blocking_sum(sums, 4, "loss, gradient norm and step flags");
   if (sums[3] > 0) {
     back_off(step, static_cast<int>(sums[3]));
     return {Verdict::Action::Retry};
@@ -66,7 +66,7 @@ void StepGuard::skip(long long step, bool nonfinite, double loss, double norm) {
       nonfinite ? std::string("non-finite loss or gradient") +
                       (scaler_ ? " at the minimum loss scale " + fmt("%g", scaler_->scale()) : "") +
                       "); lower optim.lr or raise optim.warmup_steps" +
-                      (cfg_.precision.type == Precision::Fp16 ? ", or use precision.type = bf16" : "")
+                      (cfg_.precision.type == PrecisionType::Fp16 ? ", or use precision.type = bf16" : "")
                 : std::string("loss or gradient-norm spike beyond train.outlier_z); the run has left the last "
                               "train.outlier_window accepted steps behind: raise train.outlier_z or "
                               "train.outlier_window, or set train.skip_outliers = false");

@@ -142,7 +142,7 @@ TEST_CASE("no host synchronisation inside forward/backward and the optimizer ste
   }
   const auto dir = test::shared_dir("gpu-sync");
   Log quiet(false);
-  for (auto precision : {Precision::Fp32, Precision::Bf16}) {
+  for (auto precision : {PrecisionType::Fp32, PrecisionType::Bf16}) {
     CAPTURE(name_of(precision));
     Config c = test::tiny(dir, 4, 4);
     c.train.device = DeviceKind::Cuda;

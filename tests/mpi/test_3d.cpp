@@ -6,6 +6,7 @@
 #include <map>
 
 #include "../support/training.hpp"
+#include "gridtrain/model/registry.hpp"
 
 using namespace gridtrain;
 using namespace gridtrain::test;

@@ -8,6 +8,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/gpt.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/util/error.hpp"
 
 using namespace gridtrain;

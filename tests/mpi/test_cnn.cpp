@@ -119,7 +119,7 @@ TEST_CASE("cnn: a skipped step leaves the batch-norm statistics as they were; bf
   CHECK(bitwise_equal(snapshot(skipped), snapshot(two)));  // parameters, optimizer and batch-norm state
 
   Config bf16 = tiny_cnn(dir, 20, 16);
-  bf16.precision.type = Precision::Bf16;
+  bf16.precision.type = PrecisionType::Bf16;
   bf16.optim.lr = 3e-3;
   const RunResult b = Trainer(bf16, MPI_COMM_WORLD, quiet, 1.0).run();
   REQUIRE(b.final_val_accuracy);

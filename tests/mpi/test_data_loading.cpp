@@ -1,4 +1,4 @@
-// Per-rank reads (data/token_data.hpp, data/windows.hpp) in whole training runs: the loader
+// Per-rank reads (data/token_data.hpp, data/batches.hpp) in whole training runs: the loader
 // thread gives the same batches as loading on the step loop's thread, and a corpus cut into
 // shards trains as the same tokens in one file, and `prepare` on several ranks writes shards
 // that read as its one-file output. Run under mpiexec -n 2.

@@ -1,9 +1,9 @@
-// gridtrain predict's step-time model (app/predict.hpp): its terms against their formulas, the
+// gridtrain predict's step-time model (plan/predict.hpp): its terms against their formulas, the
 // layout ranking, and the Megatron-LM paper's measured throughput (Narayanan et al. 2021,
 // Table 1) within 25 %. No MPI traffic; tagged [np2] to run in the MPI suite, which links LibTorch.
 #include <catch2/catch.hpp>
 
-#include "gridtrain/app/predict.hpp"
+#include "gridtrain/plan/predict.hpp"
 
 using namespace gridtrain;
 
@@ -17,7 +17,7 @@ Config gpt(int layers, int width, int heads, int batch, int micro_batch) {
   c.model.block_size = 2048;
   c.train.global_batch = batch;
   c.train.micro_batch = micro_batch;
-  c.precision.type = Precision::Bf16;
+  c.precision.type = PrecisionType::Bf16;
   return c;
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("predict matches Megatron-LM's A100 throughput within 25 %", "[np2][pr
                        Row{40, 6144, 48, 1024, 32, 8, 1, 135}}) {
     CAPTURE(r.layers, r.width);
     Config c = gpt(r.layers, r.width, r.heads, r.batch, 1);
-    const Prediction p = predict_step(c, {51200}, {r.dp, r.tp, r.pp, 0}, device_machine("a100", Precision::Bf16, 0.5),
+    const Prediction p = predict_step(c, {51200}, {r.dp, r.tp, r.pp, 0}, device_machine("a100", PrecisionType::Bf16, 0.5),
                                       {/*recompute=*/true, /*grad_bytes=*/2});
     CHECK(p.infeasible.empty());
     CHECK(p.tflops_per_rank == Approx(r.tflops).epsilon(0.25));

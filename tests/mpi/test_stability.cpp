@@ -97,7 +97,7 @@ TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact",
   const auto dir = shared_dir("resume-scaler");
   auto config = [&](int steps) {
     Config c = tiny(dir, steps, 4);
-    c.precision.type = Precision::Bf16;
+    c.precision.type = PrecisionType::Bf16;
     c.precision.loss_scaling = LossScaling::Dynamic;
     c.precision.init_scale = 1024;
     c.precision.growth_interval = 2;

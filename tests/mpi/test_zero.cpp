@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "../support/training.hpp"
-#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/parallel/data_parallel.hpp"
 
 using namespace gridtrain;
 using namespace gridtrain::test;
@@ -160,20 +160,23 @@ TEST_CASE("ZeRO reducer: bytes sent and held per rank follow the ZeRO formulas",
     std::vector<torch::Tensor> params = {torch::ones({32, 32}).requires_grad_(), torch::ones({64}).requires_grad_()};
     const double psi = 1024 + 64, f = static_cast<double>(dp_size - 1) / dp_size;
     // Two units, used as a model would (stage 3 gathers each before its forward and backward).
-    Reducer reducer(params, dp, 100.0, /*overlap=*/true, Compression::None, ZeroOptions{stage, {0, 1}});
+    DataParallel data_parallel(params, dp, 100.0, /*overlap=*/true, Compression::None, ZeroOptions{stage, {0, 1}});
+    Reducer& reducer = data_parallel.reducer();
+    ShardedParameters& sharded = data_parallel.parameters();
+    const std::uint64_t before = dp.bytes_sent();  // every byte is counted on the axis it is sent on
     reducer.zero_grad();
     reducer.begin_backward(true);
-    reducer.gather(0);
-    auto a = reducer.release(0, (params[0] * (world_rank() + 1)).sum(), false);
-    reducer.gather(1);
-    auto b = reducer.release(1, params[1].sum(), false);
+    sharded.gather(0);
+    auto a = sharded.release(0, (params[0] * (world_rank() + 1)).sum(), false);
+    sharded.gather(1);
+    auto b = sharded.release(1, params[1].sum(), false);
     (a + b).backward();
     reducer.finish();
-    std::uint64_t sent = reducer.bytes_sent();
+    std::uint64_t sent = dp.bytes_sent() - before;
     if (stage > 0) {
       // Each rank's pieces hold the dp-mean of its part of the gradient: (1+..+dp)/dp for the
       // matrix, 1 for the bias.
-      const auto pieces = reducer.shard_pieces();
+      const auto pieces = data_parallel.shard_pieces();
       std::int64_t held = 0;
       for (std::size_t i = 0; i < pieces.size(); ++i) {
         held += pieces[i].param.numel();
@@ -182,18 +185,19 @@ TEST_CASE("ZeRO reducer: bytes sent and held per rank follow the ZeRO formulas",
         pieces[i].param.sub_(1.0);  // "the update": every element of this rank's shard becomes 0
       }
       CHECK(held == static_cast<std::int64_t>(psi) / dp_size);
-      reducer.gather_parameters();
-      sent = reducer.bytes_sent();  // the step's; gathering every unit for the check below is not
-      const WholeParameters whole(reducer);
+      sharded.all_gather();
+      sent = dp.bytes_sent() - before;  // the step's; gathering every unit for the check below is not
+      const WholeParameters whole(sharded);
       for (const auto& p : params) CHECK(torch::equal(p.detach(), torch::zeros_like(p)));  // every shard arrived
     }
     // Stage 0 allreduces (2Ψ(dp−1)/dp); stages 1–2 reduce-scatter and all-gather (Ψ(dp−1)/dp
     // each); stage 3 all-gathers each unit for its forward and its backward and reduce-scatters.
     CHECK(sent == static_cast<std::uint64_t>((stage == 3 ? 3 : 2) * psi * f * sizeof(float)));
-    // Held after the step: gradients Ψ (stages 0–1), Ψ/dp (2–3); flat parameters Ψ (1–2), Ψ/dp (3).
+    // Held after the step: gradients Ψ (stages 0–1), Ψ/dp (2–3); parameters Ψ (0: the model's own
+    // tensors; 1–2: the flat buckets), Ψ/dp (3).
     CHECK(reducer.gradient_bytes() == static_cast<std::uint64_t>((stage >= 2 ? psi / dp_size : psi) * sizeof(float)));
-    const double params_held = stage == 0 ? 0 : stage == 3 ? psi / dp_size : psi;
-    CHECK(reducer.parameter_bytes() == static_cast<std::uint64_t>(params_held * sizeof(float)));
+    const double params_held = stage == 3 ? psi / dp_size : psi;
+    CHECK(sharded.bytes() == static_cast<std::uint64_t>(params_held * sizeof(float)));
   }
 }
 

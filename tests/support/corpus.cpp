@@ -90,7 +90,7 @@ PrepareOptions with_val_fraction(PrepareOptions o, double val_fraction) {
   return o;
 }
 
-std::vector<std::int32_t> read_all(const TokenSplit& split) {
+std::vector<std::int32_t> read_all(const StoredIntegers& split) {
   std::vector<std::int32_t> out(split.size());
   split.read(0, out.size(), out.data());
   return out;

@@ -29,7 +29,7 @@ PrepareOptions sharded(PrepareOptions o, std::uint64_t shard_size);
 PrepareOptions with_val_fraction(PrepareOptions o, double val_fraction);
 
 /// All tokens of a split, in order.
-std::vector<std::int32_t> read_all(const TokenSplit& split);
+std::vector<std::int32_t> read_all(const StoredIntegers& split);
 
 /// Cuts the corpus file `path` into `shards` files dir/shard-<i>.h5, each a contiguous slice of
 /// both splits (uint8 tokens, the same vocab_size and tokenizer), and returns dir.

@@ -54,7 +54,7 @@ Config tiny_cnn(const std::string& dir, int steps, int global_batch) {
 }
 
 std::vector<torch::Tensor> snapshot(Trainer& t) {
-  const WholeParameters whole(t.reducer());  // ZeRO stage 3 holds shards between steps
+  const WholeParameters whole(t.parameters());  // ZeRO stage 3 holds shards between steps
   std::vector<torch::Tensor> out;
   for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
   for (auto& [name, b] : t.model().replica_state()) out.push_back(b.clone());

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "../support/errors.hpp"
-#include "gridtrain/app/launch_plan.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/util/error.hpp"
 
@@ -77,7 +77,7 @@ TEST_CASE("the effective config re-parses to the same values", "[config]") {
   CHECK(again.optim.lr == Approx(0.0123));
   CHECK(again.grid.dp == 4);
   CHECK(again.train.seed == 7);
-  CHECK(again.precision.type == Precision::Bf16);
+  CHECK(again.precision.type == PrecisionType::Bf16);
   CHECK(again.checkpoint.resume.mode == Resume::Mode::Path);
   CHECK(again.checkpoint.resume.path == "run/ckpt");
 }

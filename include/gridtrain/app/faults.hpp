@@ -21,7 +21,7 @@ class Faults {
   /// activations plus the model state's measured peak) fails as out of memory. Decided over the grid, as the out-of-memory flag is: with pp > 1 only
   /// the last stage's estimate includes the logits, and a stage that failed alone would leave
   /// its neighbours waiting. Collective over grid when the limit is set.
-  bool over_memory_budget(double bytes, Axis& grid) const;
+  bool over_memory_budget(double bytes, Axis& world) const;
 
  private:
   bool hits(NonfiniteFault kind, long long step) const {

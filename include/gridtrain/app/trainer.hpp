@@ -4,7 +4,6 @@
 // communicator it is given (tests pass MPI_COMM_SELF to get a 1-rank reference run inside an
 // MPI job).
 #pragma once
-#include <array>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -12,18 +11,21 @@
 #include <mpi.h>
 
 #include "gridtrain/app/faults.hpp"
-#include "gridtrain/app/launch_plan.hpp"
-#include "gridtrain/app/samples.hpp"
+#include "gridtrain/app/validation.hpp"
 #include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/comm/traffic.hpp"
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/data/windows.hpp"
+#include "gridtrain/data/samples.hpp"
+#include "gridtrain/data/batches.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/optim/lr_schedule.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/output/summary.hpp"
+#include "gridtrain/parallel/data_parallel.hpp"
 #include "gridtrain/parallel/pipeline_engine.hpp"
-#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/parallel/replica_state.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
@@ -33,10 +35,10 @@ namespace gridtrain {
 class Trainer {
  public:
   /// Collective over world. Throws gridtrain::Error for problems every rank sees (the launch
-  /// plan, the dataset, a checkpoint to resume); peak_gflops is this rank's peak for MFU and
-  /// peak_source where it came from (app/peak.hpp), for the summary; 0 asks the Trainer to find
-  /// it (rank_peak) once the rank is on its device.
-  Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source = "given");
+  /// plan, the dataset, a checkpoint to resume). peak_gflops: this rank's peak for MFU and
+  /// peak_source where it came from (plan/peak.hpp), for the summary; 0 (the program's way) asks
+  /// the Trainer to find it (rank_peak) once the rank is on its device, and to print it.
+  Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops = 0, std::string peak_source = "given");
   ~Trainer();
 
   /// Runs train.steps steps, printing thermo lines, then the end-of-run summary. Collective.
@@ -45,17 +47,11 @@ class Trainer {
   Model& model() { return *model_; }
   Grid& grid() { return *grid_; }
   Optimizer& optimizer() { return *optimizer_; }
-  Reducer& reducer() { return *reducer_; }
+  Reducer& reducer() { return dp_->reducer(); }
+  /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
+  ShardedParameters& parameters() { return dp_->parameters(); }
   /// This rank's model state bytes now (the memory accountant of the summary).
   StateBytes state_bytes();
-  /// What a validation pass measures over the fixed validation subset.
-  struct Validation {
-    double loss = 0;                  ///< mean loss, nats/item (token; image)
-    std::optional<double> accuracy;   ///< classifiers: top-1 fraction correct
-  };
-  /// A validation pass, forward through the pipeline with the model in eval mode (batch norm uses
-  /// its running statistics). Collective over the grid.
-  Validation evaluate();
   /// Micro-batches per step and dp rank (doubled by each out-of-memory back-off).
   int accumulation() const { return guard_->accumulation(); }
   /// Steps completed before run() starts (non-zero after a resume).
@@ -70,11 +66,6 @@ class Trainer {
   /// One optimizer step: forward/backward, gradient exchange, verdict, update.
   Verdict train_step(long long s, double lr);
   void poison_gradient();
-  /// Averages the model's replica_state over dp (batch-norm running statistics).
-  void average_replica_state();
-  /// Copies of the model's replica_state, and putting them back (a step that does not update).
-  std::vector<torch::Tensor> clone_replica_state() const;
-  void restore_replica_state(const std::vector<torch::Tensor>& saved);
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
@@ -93,24 +84,22 @@ class Trainer {
   torch::Device device_{torch::kCPU};
   Faults faults_;
   std::unique_ptr<Samples> samples_;
-  std::unique_ptr<WindowPrefetcher> windows_;  // keyed by the step's first global sample
-  std::vector<std::uint64_t> val_ids_;  // this dp rank's share of the validation subset
-  std::size_t val_total_ = 0;
-  std::int64_t val_rows_max_ = 0;       // the most validation samples a dp rank has
+  std::unique_ptr<BatchPrefetcher> batches_;  // keyed by the step's first global sample
+  std::unique_ptr<Validation> validation_;
   std::shared_ptr<Model> model_;
-  std::vector<torch::Tensor> replica_;  // the model's replica_state (batch-norm running statistics)
+  std::unique_ptr<ReplicaState> replica_;  // the model's replica_state (batch-norm running statistics)
   std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
-  std::ptrdiff_t tied_ = -1;          // the tied embedding's parameter index, -1 where the stage has none
+  std::vector<std::size_t> tied_;     // the model's tied parameters on this stage (Model::tied_parameters)
   Timer timer_;
-  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<PipelineEngine> engine_;
   std::unique_ptr<StepGuard> guard_;
-  LrSchedule schedule_;
+  LrSchedule lr_schedule_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<StepTraffic> traffic_;  // training traffic on dp, tp, pp (the tied pair included)
   long long start_step_ = 0;
-  std::uint64_t sample_index_ = 0;            // global sample index of the next step's first sample
-  std::array<std::uint64_t, 3> bytes_sent_{};  // training traffic on dp, tp, pp (the tied pair included)
+  std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
 };
 
 }  // namespace gridtrain

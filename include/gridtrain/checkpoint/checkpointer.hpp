@@ -29,6 +29,7 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/data/corpus_id.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/util/error.hpp"
@@ -41,14 +42,6 @@ class Optimizer;
 class Grid;
 struct Snapshot;
 
-/// The corpus a run trains on, stored in each checkpoint and compared at resume: the data
-/// position means nothing in another file.
-struct CorpusId {
-  std::string sha256;  ///< the data file's sha256 attribute (of the source text); "" when it has none
-  std::uint64_t train_tokens = 0, val_tokens = 0;
-  std::string tokenizer;        ///< the data file's tokenizer ("bytes"), for `gridtrain generate`
-  std::string tokenizer_model;  ///< its serialized model ("" for bytes), stored as /tokenizer/model
-};
 
 /// Where training continues after a load.
 struct ResumePoint {
@@ -109,6 +102,7 @@ class Checkpointer {
   const std::vector<Entry>& entries(Model& model, Optimizer& opt);
   bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
   Slab slab_of(const Entry& e) const;
+  static torch::Tensor slab_rows(const torch::Tensor& local, const Slab& slab);
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
   /// Runs fn and agrees on its success over agree_comm_ under comm.timeout_s, watched by the
   /// watchdog; a rank that does not get past it in time aborts the job with `where` and what

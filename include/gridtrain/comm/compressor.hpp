@@ -39,4 +39,8 @@ enum class Memory { Host, Cuda };
 /// The one factory of compressors. Throws std::runtime_error for Memory::Cuda in a CPU build.
 std::unique_ptr<Compressor> make_compressor(CompressorKind kind, Memory where);
 
+/// The cuda build's CUDA kernels of a compression format, on device pointers, queued on the
+/// compute stream (src/comm/compressor_cuda.cu); reached through make_compressor(kind, Memory::Cuda).
+std::unique_ptr<Compressor> make_cuda_compressor(CompressorKind kind);
+
 }  // namespace gridtrain

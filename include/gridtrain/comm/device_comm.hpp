@@ -55,8 +55,4 @@ void synchronize_device();
 /// Throws std::runtime_error naming the axis when NCCL fails, and in a CPU build.
 std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm comm, const std::string& axis);
 
-/// The CUDA kernels of a compression format, on device pointers, queued on the compute stream;
-/// reached through make_compressor(kind, Memory::Cuda). Throws std::runtime_error in a CPU build.
-std::unique_ptr<Compressor> make_cuda_compressor(CompressorKind kind);
-
 }  // namespace gridtrain

@@ -24,7 +24,7 @@ enum class LrScaling { None, Linear };
 enum class DeviceKind { Auto, Cpu, Cuda };
 enum class OnOom { Abort, Backoff };
 enum class PipelineSchedule { OneFOneB, GPipe };
-enum class Precision { Fp32, Bf16, Fp16 };
+enum class PrecisionType { Fp32, Bf16, Fp16 };
 enum class LossScaling { Auto, Dynamic, None };
 enum class Compression { None, Fp16, Bf16 };
 enum class Backend { Auto, Mpi, Nccl };
@@ -39,7 +39,7 @@ constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
 constexpr auto enum_names(DeviceKind) { return std::array{"auto", "cpu", "cuda"}; }
 constexpr auto enum_names(OnOom) { return std::array{"abort", "backoff"}; }
 constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe"}; }
-constexpr auto enum_names(Precision) { return std::array{"fp32", "bf16", "fp16"}; }
+constexpr auto enum_names(PrecisionType) { return std::array{"fp32", "bf16", "fp16"}; }
 constexpr auto enum_names(LossScaling) { return std::array{"auto", "dynamic", "none"}; }
 constexpr auto enum_names(Compression) { return std::array{"none", "fp16", "bf16"}; }
 constexpr auto enum_names(Backend) { return std::array{"auto", "mpi", "nccl"}; }
@@ -116,7 +116,7 @@ struct Config {
     PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   } train;
   struct Precision {
-    gridtrain::Precision type = gridtrain::Precision::Fp32;  ///< autocast compute; fp32 master weights
+    gridtrain::PrecisionType type = gridtrain::PrecisionType::Fp32;  ///< autocast compute; fp32 master weights
     LossScaling loss_scaling = LossScaling::Auto;  ///< auto: dynamic for fp16
     double init_scale = 65536.0;
     double growth_factor = 2.0;

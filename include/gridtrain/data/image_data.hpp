@@ -15,8 +15,8 @@
 namespace gridtrain {
 
 struct ImageSplit {
-  TokenSplit pixels;  ///< N·C·H·W values 0..255, image after image
-  TokenSplit labels;  ///< N class indices in [0, classes)
+  StoredIntegers pixels;  ///< N·C·H·W values 0..255, image after image
+  StoredIntegers labels;  ///< N class indices in [0, classes)
   std::uint64_t count = 0;  ///< N
 };
 

@@ -16,44 +16,16 @@
 
 #include <mpi.h>
 
+#include "gridtrain/data/stored_integers.hpp"
+
 namespace gridtrain {
 
-/// One split of a corpus on disk. Copies share the open files.
-class TokenSplit {
- public:
-  /// Where a shard's part of the split lies in its file.
-  struct Part {
-    std::string file;
-    std::uint64_t offset = 0;  ///< bytes from the start of the file to the first token
-    std::uint64_t tokens = 0;
-    int width = 1;             ///< bytes per stored token: 1, 2, 4 or 8, little-endian
-    bool is_signed = false;
-  };
-  TokenSplit() = default;
-  /// Opens every part's file. Throws gridtrain::Error naming a file that cannot be opened.
-  explicit TokenSplit(std::vector<Part> parts);
-
-  std::uint64_t size() const { return size_; }
-  /// Tokens [start, start + n) (within size()) into out, narrowed to int32 (the loader checked
-  /// every token against the vocabulary). Thread-safe. Throws gridtrain::Error naming the file
-  /// on a failed or short read.
-  void read(std::uint64_t start, std::size_t n, std::int32_t* out) const;
-  /// The first token in [begin, end) outside [0, vocab), as stored (e.g. "4294967303"), or ""
-  /// when all are inside. Reads in chunks of at most 8 MiB.
-  std::string first_outside(std::uint64_t begin, std::uint64_t end, long long vocab) const;
-
- private:
-  struct Files;
-  std::shared_ptr<const Files> files_;
-  std::uint64_t size_ = 0;
-};
-
 /// Copies split[start .. start + T] (T + 1 tokens) into out, widened to int64.
-void copy_window(const TokenSplit& split, std::uint64_t start, int block_size, std::int64_t* out);
+void copy_window(const StoredIntegers& split, std::uint64_t start, int block_size, std::int64_t* out);
 
 struct TokenData {
-  TokenSplit train;  ///< (N_train,) token ids in [0, vocab_size)
-  TokenSplit val;    ///< (N_val,)
+  StoredIntegers train;  ///< (N_train,) token ids in [0, vocab_size)
+  StoredIntegers val;    ///< (N_val,)
   int vocab_size = 0;
   std::string tokenizer;           ///< "bytes" | "sentencepiece"
   std::string tokenizer_model;     ///< the serialized model (/tokenizer/model of the first file), or ""

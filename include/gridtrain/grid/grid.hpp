@@ -30,8 +30,9 @@ class Grid {
   Axis& dp() { return *dp_; }
   Axis& tp() { return *tp_; }
   Axis& pp() { return *pp_; }
-  /// The whole grid as one axis ("grid"): step-wide flags and sums (host scalars, always MPI).
-  Axis& all() { return *all_; }
+  /// The whole grid as one axis ("world": every rank of the communicator the grid was built on):
+  /// step-wide flags and sums (host scalars, always MPI).
+  Axis& world() { return *world_; }
   const GridShape& shape() const { return shape_; }
   int rank() const { return rank_; }  ///< rank in the grid (= world) communicator
   MPI_Comm comm() const { return cart_; }
@@ -52,11 +53,11 @@ class Grid {
   MPI_Comm cart_ = MPI_COMM_NULL;
   int rank_ = 0;
   std::array<int, 3> coords_{};
-  std::unique_ptr<Axis> dp_, tp_, pp_, all_;
+  std::unique_ptr<Axis> dp_, tp_, pp_, world_;
 };
 
 /// Collective over the axis (the whole grid): the stop signal any rank received (the largest;
 /// util/signals.hpp), or 0. Under comm.timeout_s, like every step-loop reduction.
-int agree_stop_signal(Axis& grid);
+int agree_stop_signal(Axis& world);
 
 }  // namespace gridtrain

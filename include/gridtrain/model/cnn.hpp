@@ -35,6 +35,9 @@ class CnnPlan : public ModelPlan {
   std::int64_t items_per_sample() const override { return 1; }
   const char* item() const override { return "image"; }
   const char* flops_formula() const override { return "3 x 2 MACs per image"; }
+  std::string samples() const override { return "images"; }
+  /// Empty: a cnn has one pipeline stage.
+  std::vector<std::int64_t> activation_shape(int) const override { return {}; }
   /// What backward keeps per image: each stage's input, both batch-norm inputs and both ReLU
   /// outputs (the next layer's and the pooling's inputs are those same tensors) at elem_bytes,
   /// and the pooling's int64 indices.
@@ -60,6 +63,7 @@ class Cnn : public Model {
   std::vector<std::pair<std::string, torch::Tensor>> replica_state() override;
   bool first_stage() const override { return true; }
   bool last_stage() const override { return true; }
+  std::string describe() const override;
   /// Every tensor is replicated (no tensor parallelism).
   ShardSpec shard(const std::string& name) const override;
   const ModelPlan& plan() const override { return plan_; }

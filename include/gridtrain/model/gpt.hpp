@@ -26,6 +26,9 @@ struct GptShape {
 
 /// Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
 bool sdpa_available();
+/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used.
+/// Throws gridtrain::Error for sdpa on a LibTorch that lacks it (< 2.0).
+bool fused_attention(const Config& c);
 
 /// This rank's part of a GPT for a layout: its parameters' shards and its costs.
 class GptPlan : public ModelPlan {
@@ -50,6 +53,11 @@ class GptPlan : public ModelPlan {
   std::int64_t items_per_sample() const override { return s_.block_size; }
   const char* item() const override { return "token"; }
   const char* flops_formula() const override { return "6N + 12LCT per token"; }
+  std::string samples() const override { return "sequences of " + std::to_string(s_.block_size) + " tokens"; }
+  /// (B, T, C).
+  std::vector<std::int64_t> activation_shape(int micro_batch) const override {
+    return {micro_batch, s_.block_size, s_.n_embd};
+  }
   /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
   /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
   /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
@@ -105,6 +113,9 @@ class Gpt : public Model {
   torch::Tensor logits(const torch::Tensor& idx) override;
   bool first_stage() const override { return plan_.first_stage(); }
   bool last_stage() const override { return plan_.last_stage(); }
+  /// wte on the first stage and on the last (the output head's copy).
+  std::vector<std::string> tied_parameters() const override;
+  std::string describe() const override;
   ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }
   const ModelPlan& plan() const override { return plan_; }
   std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;

@@ -1,6 +1,7 @@
-// Interface of trainable models and the registry keyed by the deck's model.type: language models
-// (gpt: token windows, next-token loss) and image classifiers (cnn: images, class labels).
-// A new model is a new file pair that registers itself in model/registry.cpp.
+// Interface of trainable models: language models (gpt: token windows, next-token loss) and image
+// classifiers (cnn: images, class labels). A new model is a new file pair implementing Model and
+// ModelPlan, plus one entry in the central table of model/registry.cpp (keyed by the deck's
+// model.type); the Trainer, pipeline engine, reducer and checkpointer never name a model.
 //
 // The step loop sees every workload the same way: a sample is one row of int64 values (a window
 // of T + 1 tokens; or an image's C·H·W pixels followed by its label), split() cuts a batch of rows
@@ -14,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/data/data_shape.hpp"
 #include "gridtrain/model/layout.hpp"
 #include "gridtrain/parallel/parameter_gather.hpp"
 #include "gridtrain/parallel/shard.hpp"
@@ -22,13 +24,6 @@ namespace gridtrain {
 
 struct Config;
 class ModelPlan;
-
-/// What the data fix about a model: a token corpus's vocabulary, or an image set's shape and
-/// classes (0 where it does not apply).
-struct DataShape {
-  int vocab_size = 0;
-  int channels = 0, height = 0, width = 0, classes = 0;
-};
 
 class Model : public torch::nn::Module {
  public:
@@ -64,6 +59,13 @@ class Model : public torch::nn::Module {
   virtual std::vector<std::pair<std::string, torch::Tensor>> replica_state() { return {}; }
   virtual bool first_stage() const = 0;
   virtual bool last_stage() const = 0;
+  /// Names of this rank's parameters that another pipeline stage holds a copy of, the copies'
+  /// gradients summed after each backward (a language model's token embedding, shared with the
+  /// last stage's output head: Press & Wolf 2017); empty: none. With one stage a tied parameter
+  /// is listed too (it is bucketed alone, as on the stages that sum it).
+  virtual std::vector<std::string> tied_parameters() const { return {}; }
+  /// The setup report's words for the model: its type and options ("gpt, attention sdpa").
+  virtual std::string describe() const = 0;
   /// How parameter (or replica_state) `name` of this rank maps onto the global tensor
   /// (checkpoints, init, norms).
   virtual ShardSpec shard(const std::string& name) const = 0;
@@ -110,24 +112,21 @@ class ModelPlan {
   virtual const char* item() const = 0;
   /// How flops_per_item counts, for reports: "6N + 12LCT per token".
   virtual const char* flops_formula() const = 0;
+  /// What a batch's samples are, plural, for reports: "sequences of 128 tokens", "images".
+  virtual std::string samples() const = 0;
+  /// Shape of the activations a pipeline stage sends the next for a micro-batch of micro_batch
+  /// samples, (B, T, C) for a transformer; empty for a model of one stage.
+  virtual std::vector<std::int64_t> activation_shape(int micro_batch) const = 0;
   /// Estimated activation memory kept for backward by one micro-batch of micro_batch samples
   /// on this rank, bytes, with activations of elem_bytes bytes (4 fp32, 2 bf16/fp16).
   virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
 };
 
-/// The plan of c.model.type for `layout` (same errors as make_model).
-std::unique_ptr<ModelPlan> plan_model(const Config& c, const DataShape& data, const ModelLayout& layout);
-
-/// Builds the model named by c.model.type for data of that shape, this rank's part of it for
-/// `layout` (default: the whole model).
-std::shared_ptr<Model> make_model(const Config& c, const DataShape& data);
-std::shared_ptr<Model> make_model(const Config& c, const DataShape& data, const ModelLayout& layout);
-
-/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used.
-/// Throws gridtrain::Error for sdpa on a LibTorch that lacks it (< 2.0).
-bool fused_attention(const Config& c);
-
 /// Number of elements over all parameters.
-std::int64_t count_parameters(const torch::nn::Module& m);
+inline std::int64_t count_parameters(const torch::nn::Module& m) {
+  std::int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
 
 }  // namespace gridtrain

@@ -24,7 +24,6 @@ class OnebitAdam : public Optimizer {
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
   bool owns_communication() const override { return steps_ >= freeze_; }
   std::vector<std::pair<std::string, torch::Tensor>> rank_state() override;
-  std::uint64_t bytes_sent() const override { return bytes_; }
 
  private:
   Axis& dp_;
@@ -34,7 +33,6 @@ class OnebitAdam : public Optimizer {
   FeedbackState feedback_;
   double beta1_, beta2_, eps_, wd_;
   long long freeze_;
-  std::uint64_t bytes_ = 0;
 };
 
 }  // namespace gridtrain

@@ -1,5 +1,5 @@
 // The optimizer interface over fp32 parameters, and its factory keyed by the deck's optim.type
-// (registry in optim/registry.cpp; the optimizers are optim/adamw.hpp, sgd.hpp, onebit_adam.hpp).
+// (the factory in optim/optimizer.cpp; the optimizers are optim/adamw.hpp, sgd.hpp, onebit_adam.hpp).
 // Weight decay applies to >= 2-D weights only (matrices and embeddings), never to biases or
 // LayerNorm gains, as in GPT-2/nanoGPT.
 #pragma once
@@ -48,8 +48,6 @@ class Optimizer {
   /// State that differs between ranks (error-feedback residuals: flat fp32 tensors), by name.
   /// Checkpoints store it per rank and restore it in place onto the same number of ranks.
   virtual std::vector<std::pair<std::string, torch::Tensor>> rank_state() { return {}; }
-  /// Bytes this rank sent on dp during the last step() (0 for optimizers that do not communicate).
-  virtual std::uint64_t bytes_sent() const { return 0; }
 
  protected:
   long long steps_ = 0;

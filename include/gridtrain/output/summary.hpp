@@ -20,8 +20,9 @@
 namespace gridtrain {
 
 /// Training throughput: tokens/s, wall ms per step and MFU over the whole loop and over each
-/// thermo interval (validation excluded). MFU = FLOPs per step (6N + 12LCT per token, Kaplan et
-/// al. 2020 plus attention) × steps / seconds / the peak summed over ranks.
+/// thermo interval (validation excluded). MFU = FLOPs per step (ModelPlan::flops_per_item × items;
+/// for the GPT 6N + 12LCT per token, PaLM, Chowdhery et al. 2022, App. B) × steps / seconds / the
+/// peak summed over ranks.
 class Throughput {
  public:
   struct Rate {
@@ -71,10 +72,10 @@ struct StateBytes {
 
 struct RunCounters {
   double peak_gflops = 0;                     ///< this rank's peak
-  std::string peak_source;                    ///< where it came from (app/peak.hpp)
+  std::string peak_source;                    ///< where it came from (plan/peak.hpp)
   std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
   int cuda_device = -1;                       ///< the rank's CUDA device, or -1 on the CPU
-  std::size_t val_windows = 0;                ///< validation samples per pass
+  std::size_t val_samples = 0;                ///< validation samples per pass
   StateBytes state;                           ///< this rank's model state at the end
   std::string item = "token";                 ///< what throughput counts (ModelPlan::item)
   double items_per_sample = 1;                ///< ModelPlan::items_per_sample

@@ -3,10 +3,11 @@
 // gradient accumulation). Activations go to the next stage and their gradients come back by
 // non-blocking sends and blocking receives; the time waiting on them is the PpComm section
 // (the bubble included). With pp > 1 the first and the last stage both hold the token
-// embedding (the tied output head), and sum_tied_gradient() adds their gradients.
+// embedding (the tied output head), and sum_tied_gradients() adds their gradients.
 //
-// The engine knows the schedule and the wire, not the model: the Trainer hands it the stage's
-// forward (model + autocast) and the token windows.
+// The engine knows the schedule and the wire, not the model: the Trainer hands it the shape of
+// the activations between stages (ModelPlan::activation_shape), the stage's forward (model +
+// autocast) and the micro-batches' samples.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,16 +28,19 @@ class PipelineEngine {
  public:
   /// Rows first..first+rows−1 of the batch on the device, as {the first stage's input, the last
   /// stage's targets} (Model::split: token ids (B, T) and next ids (B, T), or images and labels).
-  using Windows = std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t first, int rows)>;
-  /// The stage's forward: x is the first stage's input, else the previous stage's (B, T, C) fp32
-  /// activations. Returns (B, T, C) activations, or on the last stage (targets defined) the loss
+  using MicroBatch = std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t first, int rows)>;
+  /// The stage's forward: x is the first stage's input, else the previous stage's fp32
+  /// activations (B, T, C). Returns activations, or on the last stage (targets defined) the loss
   /// summed over the targets' items, a 0-d fp32 tensor (in evaluate: a (k,) tensor of sums, the
   /// loss first).
   using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
+  /// The shape of the activations between stages for a micro-batch of `rows` samples, (B, T, C).
+  using ActivationShape = std::function<std::vector<std::int64_t>(int rows)>;
 
-  /// tied: the model's first and last stage both hold the token embedding (the output head's
-  /// weight; ignored with pp = 1). Collective over grid.pp() (the tied pair's axis is split off it).
-  PipelineEngine(Grid& grid, PipelineSchedule schedule, int block_size, int n_embd, torch::Device device,
+  /// tied: this stage holds parameters tied to another stage's (Model::tied_parameters: the
+  /// token embedding on the first and the last stage; ignored with pp = 1). Collective over
+  /// grid.pp() (the tied pair's axis is split off it).
+  PipelineEngine(Grid& grid, PipelineSchedule schedule, ActivationShape activation_shape, torch::Device device,
                  bool first_stage, bool last_stage, bool tied, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
@@ -45,28 +49,29 @@ class PipelineEngine {
   /// as a 0-d tensor on the device, left there (no synchronization); undefined elsewhere. Throws
   /// std::bad_alloc / c10::OutOfMemoryError when out of memory, CommTimeout when a peer stage
   /// does not answer in comm.timeout_s.
-  torch::Tensor train(int micro_batches, int micro_batch, const Windows& windows, const Forward& forward, Reducer& reducer,
-               double loss_scale);
+  torch::Tensor train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
+                      Reducer& reducer, double loss_scale);
   /// Forward only over `rows` rows in micro-batches of micro_batch (validation). Returns on the
   /// last stage the sums forward returns added over the rows (the loss in nats first), empty
   /// elsewhere. Runs the forwards of padded_rows >= rows (the most any dp rank has), the extra
-  /// ones on windows(first >= rows, 1), any one row, whose sums are dropped: every dp rank makes
+  /// ones on batch(first >= rows, 1), any one row, whose sums are dropped: every dp rank makes
   /// the same collectives (ZeRO stage 3 all-gathers inside each forward).
-  std::vector<double> evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const Windows& windows,
-                  const Forward& forward);
-  /// Sums the tied embedding's gradient over the first and the last stage in place (pp > 1; a
-  /// no-op elsewhere). grad: this stage's, contiguous fp32: the embedding's .grad, or under ZeRO
-  /// this rank's piece of it (the same elements on both stages). Run even after an
-  /// out-of-memory error: it is a collective.
-  void sum_tied_gradient(const torch::Tensor& grad);
-  /// Bytes this rank sent on pp, the tied pair included.
-  std::uint64_t bytes_sent() const;
+  std::vector<double> evaluate(std::int64_t rows, std::int64_t padded_rows, int micro_batch, const MicroBatch& batch,
+                               const Forward& forward);
+  /// Sums the tied parameters' gradients over the stages that hold them, in place (pp > 1; a
+  /// no-op elsewhere). grads: this stage's, in Model::tied_parameters order, contiguous fp32:
+  /// each parameter's .grad, or under ZeRO this rank's piece of it (the same elements on both
+  /// stages). Run even after an out-of-memory error: it is a collective.
+  void sum_tied_gradients(const std::vector<torch::Tensor>& grads);
+  /// The tied pair's axis (first and last stage), whose bytes count as pipeline traffic; null
+  /// where this rank is not in one.
+  const Axis* tied_axis() const { return tied_.get(); }
 
  private:
   torch::Tensor receive(int peer, int tag, int rows, const char* what);
   Grid& grid_;
   PipelineSchedule schedule_;
-  int T_, C_;
+  ActivationShape activation_shape_;
   torch::Device device_;
   bool first_, last_;
   std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)

@@ -17,6 +17,12 @@ struct ShardSpec {
   /// False for a copy whose gradient and checkpoint entry belong to another rank (the tied
   /// output embedding on the last pipeline stage).
   bool owner = true;
+
+  /// Whether tp rank tp_rank counts this tensor once for its replica (the global gradient norm,
+  /// the checkpoint writer): a tensor-parallel shard on every tp rank, a replicated tensor on tp
+  /// rank 0, a copy owned elsewhere (the tied head, whose gradient equals the embedding's after
+  /// the tied sum) nowhere.
+  bool counted_on(int tp_rank) const { return owner && (dim >= 0 || tp_rank == 0); }
 };
 
 /// Rows per tp rank along spec.dim: the global extent (per part) rounded up to a multiple of

@@ -9,13 +9,13 @@
 namespace gridtrain {
 
 /// The compute dtype of precision.type: fp32 → kFloat, bf16 → kBFloat16, fp16 → kHalf.
-torch::ScalarType compute_dtype(Precision precision);
+torch::ScalarType compute_dtype(PrecisionType precision);
 
 /// Enables autocast on device's type for its lifetime (no-op for fp32), restoring the previous
 /// state after. Not copyable; nest freely.
 class AutocastGuard {
  public:
-  AutocastGuard(Precision precision, const torch::Device& device);
+  AutocastGuard(PrecisionType precision, const torch::Device& device);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

@@ -49,7 +49,7 @@ class StepGuard {
  public:
   /// c must outlive the guard. grid: the whole grid (the verdict's reduction); dp replicas
   /// count every parameter once each. micro_batch, accumulation: the step's starting shape.
-  StepGuard(const Config& c, Axis& grid, int dp, int micro_batch, int accumulation, Log& log);
+  StepGuard(const Config& c, Axis& world, int dp, int micro_batch, int accumulation, Log& log);
   ~StepGuard();
 
   /// The loss multiplier of the next backward (1 without loss scaling).
@@ -81,7 +81,7 @@ class StepGuard {
   void back_off(long long step, int ranks);
 
   const Config& cfg_;
-  Axis& grid_;
+  Axis& world_;
   int dp_;
   int micro_batch_, accumulation_;
   Log& log_;

@@ -1,6 +1,6 @@
 // Sample rows as the tensors a model reads: (rows, width) int64 on the training device (token
 // windows of T + 1 tokens; images' pixels and label), loaded now (sample_rows) or ahead on a
-// loader thread (WindowPrefetcher).
+// loader thread (BatchPrefetcher).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -21,20 +21,20 @@ namespace gridtrain {
 /// caching host allocator keeps the buffer until the copy is done).
 torch::Tensor sample_rows(int rows, int width, torch::Device device, const std::function<void(int, std::int64_t*)>& fill);
 
-/// A step's training windows, loaded ahead on a background thread: get(first) takes this step's
-/// batch (host windows, pinned on a GPU and copied to the device without blocking the host) and
+/// A step's training batch of sample rows, loaded ahead on a background thread: get(first) takes
+/// this step's batch (host rows, pinned on a GPU and copied to the device without blocking the host) and
 /// asks the loader thread for the next `depth` steps' batches, which it reads while this step
 /// computes. fill runs on the loader thread only, so it needs no locking of its own. One step's
-/// windows are samples first .. first+rows−1 (of the numbering fill takes); the next step's start
+/// rows are samples first .. first+rows−1 (of the numbering fill takes); the next step's start
 /// at first + stride.
-class WindowPrefetcher {
+class BatchPrefetcher {
  public:
   /// fill(sample, out) writes the width values of sample `sample` into out. depth: batches kept
   /// ready ahead (data.prefetch); 0 loads each batch on the calling thread when get() asks.
   /// stride: samples from one step's first to the next's (the global batch).
-  WindowPrefetcher(int rows, int width, torch::Device device, std::function<void(std::uint64_t, std::int64_t*)> fill,
+  BatchPrefetcher(int rows, int width, torch::Device device, std::function<void(std::uint64_t, std::int64_t*)> fill,
                    int depth, std::uint64_t stride);
-  ~WindowPrefetcher();
+  ~BatchPrefetcher();
   /// (rows, width) rows of samples first..: the prefetched ones when they were asked for, else
   /// loaded now; then asks for the next depth steps'. The same first again (an out-of-memory
   /// retry) returns the same tensor. Rethrows what fill threw on the loader thread.
@@ -51,7 +51,7 @@ class WindowPrefetcher {
   std::size_t depth_;
   std::uint64_t stride_;
   std::uint64_t current_first_ = 0;
-  torch::Tensor current_;  // this step's windows on the device (an out-of-memory retry reuses them)
+  torch::Tensor current_;  // this step's rows on the device (an out-of-memory retry reuses them)
   // The loader thread's work: asked for, being filled, filled (by first sample).
   std::mutex mutex_;
   std::condition_variable changed_;

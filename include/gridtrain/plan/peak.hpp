@@ -30,10 +30,10 @@ Peak rank_peak(const Config& c, bool cuda);
 /// The dense datasheet peak, TFLOP/s, at `precision` (bf16/fp16 tensor cores, or fp32 without
 /// TF32) of the GPU whose name contains a table entry (H100 PCIe, H100 NVL, H100, H200, A100,
 /// L40S; the first match wins); nullopt for other devices.
-std::optional<double> datasheet_peak_tflops(const std::string& device, Precision precision);
+std::optional<double> datasheet_peak_tflops(const std::string& device, PrecisionType precision);
 
 /// Best GFLOP/s of an n×n×n matrix product in `precision` on the CPU or the current CUDA device,
 /// n doubling from 256 until one product takes >= 50 ms, then repeated for >= min_seconds.
-double probe_matmul_gflops(Precision precision, bool cuda, double min_seconds = 0.3);
+double probe_matmul_gflops(PrecisionType precision, bool cuda, double min_seconds = 0.3);
 
 }  // namespace gridtrain

@@ -26,8 +26,11 @@
 #include <string>
 #include <vector>
 
+#include <mpi.h>
+
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/model/model.hpp"
+#include "gridtrain/data/data_shape.hpp"
+#include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
 
@@ -50,7 +53,7 @@ struct Machine {
 /// The machine of a device-table entry (a100, h100, h200: datasheet dense peak at `precision`,
 /// memory, NVLink and 8 × InfiniBand links of a DGX/HGX node) with R = peak × achievable.
 /// Throws gridtrain::Error for another name, listing the known ones.
-Machine device_machine(const std::string& name, Precision precision, double achievable);
+Machine device_machine(const std::string& name, PrecisionType precision, double achievable);
 
 struct StepLayout {
   int dp = 1, tp = 1, pp = 1, zero = 0;
@@ -74,12 +77,12 @@ struct PredictOptions {
 };
 
 /// The prediction for one layout (infeasible set, the times still filled where they mean
-/// something). data: what the data fix about the model (app/samples.hpp data_shape).
+/// something). data: what the data fix about the model (data/samples.hpp data_shape).
 Prediction predict_step(const Config& c, const DataShape& data, const StepLayout& layout, const Machine& m,
                         const PredictOptions& o);
 
 /// Every (dp, tp, pp, zero) with dp·tp·pp = ranks and tp inside a node, predicted; the feasible
-/// ones first, by step time, then those a run would refuse (app/launch_plan.hpp
+/// ones first, by step time, then those a run would refuse (plan/launch_plan.hpp
 /// layout_problems: tp dividing n_head, pp <= n_layer, the batch split, cnn data parallel only,
 /// options that need tp = pp = 1) or that run out of memory, each with why.
 std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int ranks, const Machine& m,
@@ -87,5 +90,25 @@ std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int
 
 /// The predictions as a fixed-width table (times in ms, memory in GiB), with a header.
 std::string format_predictions(const std::vector<Prediction>& p, const char* item);
+
+/// `gridtrain predict`'s request .
+struct PredictRequest {
+  int ranks = 0;                ///< target rank (GPU) count
+  std::vector<int> layout;      ///< dp,tp,pp[,zero] to predict alone; empty: rank every layout
+  std::string device = "cpu";   ///< a100 | h100 | h200 | cpu (the matmul probe on this machine)
+  double achievable = 0.5;      ///< device: fraction of the datasheet peak that compute reaches
+  double flops_per_s = 0;       ///< achievable FLOP/s per rank; overrides the device's or the probe's
+  int ranks_per_node = 0;       ///< 0: the device's node (8 GPUs) or, on cpu, every rank on one node
+  double cores_per_node = 0;    ///< cpu: 0 = this machine's cores
+  double intra_gbps = 0, intra_us = -1, inter_gbps = 0, inter_us = -1;  ///< links; 0 / -1: the machine's
+  bool recompute = false;       ///< full activation recomputation
+  int grad_bytes = 4;           ///< bytes per gradient element all-reduced over dp
+  int top = 10;                 ///< layouts listed
+  bool csv = false;             ///< CSV rows instead of the table
+};
+/// Prints the predicted step time (and its parts, throughput, MFU, memory) of r.layout, or of
+/// every layout of r.ranks ranks ranked, for cfg's model and batch. Rank 0 prints; no grid is
+/// built. Throws gridtrain::Error for an unknown device, a bad layout or unreadable data.
+int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log);
 
 }  // namespace gridtrain

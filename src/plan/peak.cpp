@@ -1,4 +1,4 @@
-#include "gridtrain/app/peak.hpp"
+#include "gridtrain/plan/peak.hpp"
 
 #include <array>
 #include <cstdio>
@@ -39,7 +39,7 @@ void synchronize(bool cuda) {
 
 }  // namespace
 
-double probe_matmul_gflops(Precision precision, bool cuda, double min_seconds) {
+double probe_matmul_gflops(PrecisionType precision, bool cuda, double min_seconds) {
   torch::NoGradGuard no_grad;
   const auto options = torch::TensorOptions(compute_dtype(precision)).device(cuda ? torch::kCUDA : torch::kCPU);
   auto time_one = [&](const torch::Tensor& a, const torch::Tensor& b) {
@@ -66,9 +66,9 @@ double probe_matmul_gflops(Precision precision, bool cuda, double min_seconds) {
   return best;
 }
 
-std::optional<double> datasheet_peak_tflops(const std::string& device, Precision precision) {
+std::optional<double> datasheet_peak_tflops(const std::string& device, PrecisionType precision) {
   for (const auto& d : kDevices)
-    if (device.find(d.name) != std::string::npos) return precision == Precision::Fp32 ? d.single : d.half;
+    if (device.find(d.name) != std::string::npos) return precision == PrecisionType::Fp32 ? d.single : d.half;
   return std::nullopt;
 }
 

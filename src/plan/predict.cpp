@@ -1,16 +1,16 @@
-#include "gridtrain/app/predict.hpp"
+#include "gridtrain/plan/predict.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <thread>
 
-#include "gridtrain/app/app.hpp"
-#include "gridtrain/app/launch_plan.hpp"
-#include "gridtrain/app/peak.hpp"
-#include "gridtrain/app/samples.hpp"
+#include "gridtrain/data/samples.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
+#include "gridtrain/plan/peak.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
@@ -37,10 +37,10 @@ std::unique_ptr<ModelPlan> stage_plan(const Config& c, const DataShape& d, const
 
 }  // namespace
 
-Machine device_machine(const std::string& name, Precision precision, double achievable) {
+Machine device_machine(const std::string& name, PrecisionType precision, double achievable) {
   struct Entry {
     const char* name;
-    const char* datasheet;  // the peak table's name (app/peak.hpp)
+    const char* datasheet;  // the peak table's name (plan/peak.hpp)
     double memory, nvlink, infiniband;  // bytes; bytes/s per GPU and direction
   };
   // DGX/HGX nodes of 8: NVLink 3 (A100) 300 GB/s, NVLink 4 (H100, H200) 450 GB/s per direction;
@@ -73,7 +73,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   }
   p.micro_batches = c.train.global_batch / (b * l.dp);
   const double M = p.micro_batches;
-  const auto layers = stage_layers({}, c.model.type == ModelType::Gpt ? c.model.n_layer : 1, l.pp);
+  const auto layers = stage_layers({}, model_layers(c), l.pp);
   const auto first = stage_plan(c, data, l, 0, layers), last = stage_plan(c, data, l, l.pp - 1, layers);
 
   // Compute: the step's FLOPs spread evenly over the ranks, at each rank's share of its node.
@@ -85,13 +85,19 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   p.compute_s = flops / N / (m.flops_per_s * share);
   p.bubble_s = p.compute_s * (l.pp - 1) / M;
 
-  const int act = c.precision.type == Precision::Fp32 ? 4 : 2;
-  const double activation = static_cast<double>(b) * c.model.block_size * c.model.n_embd * act;  // b·T·C
+  const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
+  // The bytes of one micro-batch's inter-stage activations, b·T·C (only models of several stages have them).
+  auto activation = [&] {
+    const auto shape = first->activation_shape(b);
+    double n = shape.empty() ? 0.0 : act;
+    for (const auto d : shape) n *= static_cast<double>(d);
+    return n;
+  };
   if (l.tp > 1)
-    p.tp_s = layers.front() * M * (o.recompute ? 6 : 4) * allreduce_s(activation, l.tp, link_of(m, 1, l.tp));
+    p.tp_s = layers.front() * M * (o.recompute ? 6 : 4) * allreduce_s(activation(), l.tp, link_of(m, 1, l.tp));
   if (l.pp > 1) {
     const Link& link = link_of(m, l.tp * l.dp, l.pp);
-    const double bytes = &link == &m.inter ? activation / l.tp : activation;
+    const double bytes = &link == &m.inter ? activation() / l.tp : activation();
     p.pp_s = 2.0 * M * (link.latency_s + bytes / link.bytes_per_s);
   }
   const double psi = static_cast<double>(std::max(first->parameters(), last->parameters()));
@@ -107,7 +113,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const double state = zero[0] + zero[1] + zero[2] + (act == 2 ? 2.0 * psi : 0.0);
   const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
   const double stage = first->activation_bytes(b, act);  // every layer's activations of one micro-batch
-  p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation + stage / layers.front()  // + one layer redone
+  p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation() + stage / layers.front()  // + one layer redone
                                         : in_flight * stage);
   if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) p.infeasible = "out of memory";
   return p;
@@ -226,7 +232,7 @@ int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log
     ps = rank_layouts(cfg, data, r.ranks, m, o);
   }
   if (ps.size() > static_cast<std::size_t>(r.top)) ps.resize(static_cast<std::size_t>(r.top));
-  const char* item = cfg.model.type == ModelType::Gpt ? "token" : "image";
+  const char* item = plan_model(cfg, data, {})->item();
   if (r.csv) {
     log.print(csv(ps));
     return 0;

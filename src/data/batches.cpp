@@ -1,4 +1,4 @@
-#include "gridtrain/data/windows.hpp"
+#include "gridtrain/data/batches.hpp"
 
 #include <algorithm>
 
@@ -20,7 +20,7 @@ torch::Tensor sample_rows(int rows, int width, torch::Device device, const std::
   return host_rows(rows, width, device.is_cuda(), fill).to(device, /*non_blocking=*/true);
 }
 
-WindowPrefetcher::WindowPrefetcher(int rows, int width, torch::Device device,
+BatchPrefetcher::BatchPrefetcher(int rows, int width, torch::Device device,
                                    std::function<void(std::uint64_t, std::int64_t*)> fill, int depth,
                                    std::uint64_t stride)
     : rows_(rows), width_(width), device_(device), fill_(std::move(fill)), depth_(static_cast<std::size_t>(std::max(0, depth))),
@@ -28,7 +28,7 @@ WindowPrefetcher::WindowPrefetcher(int rows, int width, torch::Device device,
   if (depth_ > 0) thread_ = std::thread([this] { loader(); });
 }
 
-WindowPrefetcher::~WindowPrefetcher() {
+BatchPrefetcher::~BatchPrefetcher() {
   if (!thread_.joinable()) return;
   {
     const std::lock_guard lock(mutex_);
@@ -38,12 +38,12 @@ WindowPrefetcher::~WindowPrefetcher() {
   thread_.join();
 }
 
-torch::Tensor WindowPrefetcher::load(std::uint64_t first) const {
+torch::Tensor BatchPrefetcher::load(std::uint64_t first) const {
   return host_rows(rows_, width_, device_.is_cuda(),
                       [&](int b, std::int64_t* out) { fill_(first + static_cast<std::uint64_t>(b), out); });
 }
 
-void WindowPrefetcher::loader() {
+void BatchPrefetcher::loader() {
   // Pinned buffers are allocated on this thread: it must use this rank's GPU, not device 0
   // (PyTorch's DataLoader pin thread does the same).
   if (device_.is_cuda()) c10::impl::VirtualGuardImpl(device_.type()).setDevice(device_);
@@ -55,29 +55,29 @@ void WindowPrefetcher::loader() {
     asked_.pop_front();
     filling_ = first;
     lock.unlock();
-    torch::Tensor windows;
+    torch::Tensor rows;
     std::exception_ptr error;
     try {
-      windows = load(first);
+      rows = load(first);
     } catch (...) {
       error = std::current_exception();
     }
     lock.lock();
     filling_.reset();
     if (error) error_ = error;
-    else ready_[first] = std::move(windows);
+    else ready_[first] = std::move(rows);
     changed_.notify_all();
   }
 }
 
-void WindowPrefetcher::ask(std::uint64_t first, bool next) {
+void BatchPrefetcher::ask(std::uint64_t first, bool next) {
   if (ready_.count(first) || filling_ == first || std::find(asked_.begin(), asked_.end(), first) != asked_.end()) return;
   if (next) asked_.push_front(first);
   else asked_.push_back(first);
   changed_.notify_all();
 }
 
-torch::Tensor WindowPrefetcher::get(std::uint64_t first) {
+torch::Tensor BatchPrefetcher::get(std::uint64_t first) {
   if (current_.defined() && current_first_ == first) return current_;  // the same step again (OOM retry)
   torch::Tensor host;
   if (depth_ == 0) {

@@ -1,16 +1,17 @@
 // gridtrain --dry-run: what a deck will cost on this launch's grid, per rank and per pipeline
 // stage, without training.
+#include "gridtrain/plan/dry_run.hpp"
+
 #include <array>
 #include <cstdio>
 
 #include <torch/torch.h>
 
-#include "gridtrain/app/app.hpp"
-#include "gridtrain/app/launch_plan.hpp"
-#include "gridtrain/app/samples.hpp"
+#include "gridtrain/data/samples.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/util/error.hpp"
-#include "gridtrain/model/model.hpp"
 
 namespace gridtrain {
 namespace {
@@ -55,7 +56,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const ModelLayout layout = model_layout(plan, grid);
   const auto model = plan_model(cfg, data, layout);  // this rank's part, counted without building it
   const int M = plan.accumulation;
-  const int elem = cfg.precision.type == Precision::Fp32 ? 4 : 2;
+  const int elem = cfg.precision.type == PrecisionType::Fp32 ? 4 : 2;
   const bool gpipe = cfg.train.schedule == PipelineSchedule::GPipe;
   // 1F1B keeps at most stages − stage micro-batches' activations (GPipe all of them).
   const int in_flight = gpipe ? M : std::min(layout.stages - layout.stage, M);
@@ -78,7 +79,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                                 static_cast<double>(layout.stage),
                                 grid.dp().rank() == 0 && grid.tp().rank() == 0 ? 1.0 : 0.0};
   std::vector<double> all(static_cast<std::size_t>(kFields * g.size()));
-  grid.all().all_gather(mine, all.data(), sizeof mine, "dry-run estimates").wait();
+  grid.world().all_gather(mine, all.data(), sizeof mine, "dry-run estimates").wait();
 
   char line[512];
   std::snprintf(line, sizeof line,

@@ -11,9 +11,9 @@
 
 #include <mpi.h>
 
-#include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/data/corpus_id.hpp"
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/model/model.hpp"
+#include "gridtrain/data/data_shape.hpp"
 
 namespace gridtrain {
 

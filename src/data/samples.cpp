@@ -1,4 +1,4 @@
-#include "gridtrain/app/samples.hpp"
+#include "gridtrain/data/samples.hpp"
 
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/image_data.hpp"

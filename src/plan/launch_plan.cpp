@@ -1,4 +1,4 @@
-#include "gridtrain/app/launch_plan.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -6,6 +6,7 @@
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/comm/device_comm.hpp"
 #include "gridtrain/model/layout.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/error.hpp"
 
@@ -16,14 +17,9 @@ using Problems = std::vector<std::string>;
 
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
-  if (c.model.type == ModelType::Cnn && (s.tp > 1 || s.pp > 1))
-    out.push_back("model.type = cnn is data parallel only, but grid.tp = " + std::to_string(s.tp) + " and grid.pp = " +
-                  std::to_string(s.pp) + "; valid: grid.tp = grid.pp = 1 (scale it with dp and optim.zero_stage)");
-  if (c.model.n_head % s.tp != 0)
-    out.push_back("model.n_head = " + std::to_string(c.model.n_head) + " is not divisible by grid.tp = " +
-                  std::to_string(s.tp) + "; tensor parallelism splits the attention heads");
+  for (auto& p : model_layout_problems(c, s.tp, s.pp)) out.push_back(std::move(p));
   try {
-    plan.stage_layers = stage_layers(c.grid.stage_layers, c.model.n_layer, s.pp);
+    plan.stage_layers = stage_layers(c.grid.stage_layers, model_layers(c), s.pp);
   } catch (const std::invalid_argument& e) {
     out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + ": " + e.what());
   }
@@ -76,7 +72,7 @@ void resolve_devices(const Config& c, LaunchPlan& plan, Problems& out) {
   const std::string resolved =
       c.train.device == DeviceKind::Auto ? " (train.device = auto found no CUDA device)" : "";
   if (c.comm.backend == Backend::Nccl) out.push_back("comm.backend = nccl needs train.device = cuda" + resolved);
-  if (c.precision.type == Precision::Fp16)
+  if (c.precision.type == PrecisionType::Fp16)
     out.push_back("precision.type = fp16 needs CUDA" + resolved + "; on the CPU use precision.type = bf16");
 }
 

@@ -24,6 +24,4 @@ std::unique_ptr<DeviceComm> make_nccl_comm(MPI_Comm, const std::string& axis) {
   no_cuda("comm.backend = nccl (axis " + axis + ")");
 }
 
-std::unique_ptr<Compressor> make_cuda_compressor(CompressorKind) { no_cuda("gradient compression on a CUDA device"); }
-
 }  // namespace gridtrain

@@ -1,0 +1,33 @@
+// The models by the deck's model.type: one table (src/model/registry.cpp) gives for each its
+// module, its plan, the layers a pipeline splits and the layouts it refuses. A new model adds one
+// entry there.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gridtrain/data/data_shape.hpp"
+#include "gridtrain/model/layout.hpp"
+#include "gridtrain/model/model.hpp"
+
+namespace gridtrain {
+
+struct Config;
+
+/// The plan of c.model.type for `layout` (same errors as make_model).
+std::unique_ptr<ModelPlan> plan_model(const Config& c, const DataShape& data, const ModelLayout& layout);
+
+/// Builds the model named by c.model.type for data of that shape, this rank's part of it for
+/// `layout` (default: the whole model).
+std::shared_ptr<Model> make_model(const Config& c, const DataShape& data);
+std::shared_ptr<Model> make_model(const Config& c, const DataShape& data, const ModelLayout& layout);
+
+/// The layers of c's model that pipeline stages split among themselves (grid.stage_layers):
+/// a transformer's blocks, or 1 for a model that has one stage.
+int model_layers(const Config& c);
+
+/// What keeps c's model from running with tp tensor-parallel and pp pipeline ranks, each naming
+/// the keys and what would be valid; empty: it can.
+std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp);
+
+}  // namespace gridtrain

@@ -1,0 +1,52 @@
+// The Trainer's reports, apart from its loop (as LAMMPS keeps Finish::end apart from
+// Verlet::run): the setup lines before the first step, the memory accountant, and the counters
+// the end-of-run summary (output/summary.hpp) prints.
+#include "gridtrain/app/trainer.hpp"
+
+#include "gridtrain/output/rank_stats.hpp"
+#include "gridtrain/output/summary.hpp"
+
+namespace gridtrain {
+
+void Trainer::describe_setup() const {
+  const ModelPlan& m = model_->plan();
+  const std::string layers = "; layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " + comma_list(plan_.stage_layers);
+  log_.print(grid_->describe() + ", device " + device_.str() + (plan_.shape.pp > 1 ? layers : "") + "\n");
+  log_.print("Model: " + model_->describe() + ", " + fmt("%.4g", m.flops_per_item()) + " FLOPs/" + m.item() + " (" +
+             m.flops_formula() + "); parameters per rank " +
+             min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->world()) + "\n");
+  log_.print("Data: " + samples_->describe() + "\n");
+  log_.print("Batch: global " + std::to_string(cfg_.train.global_batch) + " = micro " +
+             std::to_string(cfg_.train.micro_batch) + " x dp " + std::to_string(plan_.shape.dp) + " x accumulation " +
+             std::to_string(plan_.accumulation) + " " + m.samples() + "; " +
+             std::to_string(dp_->reducer().bucket_count()) + " gradient bucket(s)\n");
+  log_.print("LR: peak " + fmt("%.4g", lr_schedule_.peak()) + ", lr(0) = " + fmt("%.4g", lr_schedule_(0)) + "\n");
+  log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, fp32 weights and optimizer state" +
+             (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
+}
+
+StateBytes Trainer::state_bytes() {
+  StateBytes b;
+  b.params = static_cast<double>(parameters().bytes());
+  b.params_peak = static_cast<double>(parameters().peak_bytes());
+  b.grads = static_cast<double>(dp_->reducer().gradient_bytes());
+  b.grads_peak = static_cast<double>(dp_->reducer().gradient_peak_bytes());
+  for (const auto& st : optimizer_->state()) b.optimizer += static_cast<double>(st.param.nbytes());
+  for (const auto& [name, t] : optimizer_->rank_state()) b.optimizer += static_cast<double>(t.nbytes());
+  return b;
+}
+
+void Trainer::finish(RunResult& r, const Throughput& throughput) {
+  r.loop_s = timer_.loop_seconds();
+  const auto rate = throughput.over(static_cast<long long>(r.losses.size()), r.loop_s);
+  r.items_per_s = rate.items_per_s;
+  r.mfu = rate.mfu;
+  r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
+  r.loss_scale = guard_->loss_scale();
+  const ModelPlan& m = model_->plan();
+  const RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
+                             state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
+  print_summary(r, counters, cfg_, timer_, dp_->reducer(), *checkpointer_, *guard_, *grid_, log_);
+}
+
+}  // namespace gridtrain
