@@ -28,21 +28,22 @@ std::pair<std::shared_ptr<Model>, std::unique_ptr<Tokenizer>> load_model(const s
   auto file = CheckpointFile::open(path, MPI_COMM_SELF);
   file.check_header();
   const Config cfg = parse_config(h5_read_attr_string(file.root(), "deck"), path + " (its deck)", {});
-  if (cfg.model.type != ModelType::Gpt)
-    throw Error(path + ": a " + name_of(cfg.model.type) + " checkpoint; generate samples text from language models "
-                "(model.type = gpt)");
-  const auto vocab = file.shape_of("/model/wte.weight").at(0);
-  auto model = make_model(cfg, DataShape{static_cast<int>(vocab)});
+  if (!language_model(cfg))
+    throw Error(path + ": a " + name_of(cfg.model.type) + " checkpoint; generate samples text from language models");
+  H5Id data(H5Gopen2(file.root(), "/data", H5P_DEFAULT), "cannot open /data");
+  // Files from before the tokenizer was recorded were all byte-level.
+  const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
+  const std::string tokenizer_model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
+  auto tokenizer = make_tokenizer(name, tokenizer_model);
+  // The vocabulary as training resolved it: model.vocab_size, or (0) the data's, which is its tokenizer's.
+  const int vocab = cfg.model.vocab_size > 0 ? cfg.model.vocab_size : tokenizer->vocab_size();
+  auto model = make_model(cfg, DataShape{vocab});
   torch::NoGradGuard no_grad;
   for (auto& p : model->named_parameters(true)) {
     const std::vector<hsize_t> shape(p.value().sizes().begin(), p.value().sizes().end());
     file.read("/model/" + p.key(), DType::F32, shape, Slab::all(shape), p.value().data_ptr(), false);
   }
-  H5Id data(H5Gopen2(file.root(), "/data", H5P_DEFAULT), "cannot open /data");
-  // Files from before the tokenizer was recorded were all byte-level.
-  const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
-  const std::string tokenizer_model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
-  return {model, make_tokenizer(name, tokenizer_model)};
+  return {model, std::move(tokenizer)};
 }
 
 }  // namespace

@@ -364,8 +364,8 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
     h5_write_attr(data, "corpus_sha256", corpus_.sha256);
     h5_write_attr(data, "tokenizer", corpus_.tokenizer);
-    h5_write_attr(data, "train_tokens", static_cast<long long>(corpus_.train_tokens));
-    h5_write_attr(data, "val_tokens", static_cast<long long>(corpus_.val_tokens));
+    h5_write_attr(data, "train_tokens", static_cast<long long>(corpus_.train_size));
+    h5_write_attr(data, "val_tokens", static_cast<long long>(corpus_.val_size));
     H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
     for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
   });

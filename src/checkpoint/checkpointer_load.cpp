@@ -52,9 +52,9 @@ std::string Checkpointer::check_corpus(hid_t data) const {
                      h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : corpus_.tokenizer,
                      std::string()};  // the tokenizer's model: covered by the sha256 of the tokens
   std::string changed;
-  if (was.train_tokens != corpus_.train_tokens || was.val_tokens != corpus_.val_tokens)
-    changed = std::to_string(was.train_tokens) + " train / " + std::to_string(was.val_tokens) + " val tokens then, " +
-              std::to_string(corpus_.train_tokens) + " / " + std::to_string(corpus_.val_tokens) + " now";
+  if (was.train_size != corpus_.train_size || was.val_size != corpus_.val_size)
+    changed = std::to_string(was.train_size) + " train / " + std::to_string(was.val_size) + " val tokens then, " +
+              std::to_string(corpus_.train_size) + " / " + std::to_string(corpus_.val_size) + " now";
   if (was.sha256 != corpus_.sha256)
     changed += (changed.empty() ? "" : "; ") + std::string("source sha256 ") +
                (was.sha256.empty() ? "unknown" : was.sha256.substr(0, 16)) + " then, " +

@@ -17,6 +17,7 @@ struct Entry {
   std::unique_ptr<ModelPlan> (*plan)(const Config&, const DataShape&, const ModelLayout&);
   int (*layers)(const Config&);
   std::vector<std::string> (*layout_problems)(const Config&, int tp, int pp);
+  bool language_model;
 };
 
 std::vector<std::string> gpt_layout_problems(const Config& c, int tp, int) {
@@ -46,7 +47,7 @@ const Entry& entry(const Config& cfg) {
         [](const Config& c, const DataShape& d, const ModelLayout& l) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<GptPlan>(gpt_shape(c, d), l);
         },
-        [](const Config& c) { return c.model.n_layer; }, gpt_layout_problems}},
+        [](const Config& c) { return c.model.n_layer; }, gpt_layout_problems, true}},
       {ModelType::Cnn,
        {[](const Config& c, const DataShape& d, const ModelLayout&) -> std::shared_ptr<Model> {
           return std::make_shared<Cnn>(cnn_shape(c, d));
@@ -54,7 +55,7 @@ const Entry& entry(const Config& cfg) {
         [](const Config& c, const DataShape& d, const ModelLayout&) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<CnnPlan>(cnn_shape(c, d));
         },
-        [](const Config&) { return 1; }, cnn_layout_problems}},
+        [](const Config&) { return 1; }, cnn_layout_problems, false}},
   };
   return registry.at(cfg.model.type);  // every ModelType is registered
 }
@@ -72,6 +73,8 @@ std::unique_ptr<ModelPlan> plan_model(const Config& c, const DataShape& data, co
 }
 
 int model_layers(const Config& c) { return entry(c).layers(c); }
+
+bool language_model(const Config& c) { return entry(c).language_model; }
 
 std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp) {
   return entry(c).layout_problems(c, tp, pp);

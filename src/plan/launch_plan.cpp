@@ -32,14 +32,14 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
     plan.accumulation = static_cast<int>(c.train.global_batch / per_step);
   const bool model_parallel = s.tp > 1 || s.pp > 1;
   if (model_parallel && c.train.on_oom == OnOom::Backoff)
-    out.push_back("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "
+    out.emplace_back("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "
                   "tensor-parallel all-reduce or mid-schedule would leave its peers waiting; use train.on_oom = abort");
   if (c.optim.zero_stage == 3 && s.dp > 1 && c.train.on_oom == OnOom::Backoff)
-    out.push_back("train.on_oom = backoff with optim.zero_stage = 3: forward and backward all-gather each layer "
+    out.emplace_back("train.on_oom = backoff with optim.zero_stage = 3: forward and backward all-gather each layer "
                   "over dp, so a rank that runs out of memory among them would leave its peers waiting; use "
                   "train.on_oom = abort, or optim.zero_stage <= 2");
   if (model_parallel && c.optim.type == OptimizerType::OnebitAdam)
-    out.push_back("optim.type = onebit_adam keeps gradients local after its freeze and supports grid.tp = grid.pp "
+    out.emplace_back("optim.type = onebit_adam keeps gradients local after its freeze and supports grid.tp = grid.pp "
                   "= 1 only; use adamw with tp/pp");
 }
 

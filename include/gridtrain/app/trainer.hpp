@@ -89,7 +89,7 @@ class Trainer {
   std::shared_ptr<Model> model_;
   std::unique_ptr<ReplicaState> replica_;  // the model's replica_state (batch-norm running statistics)
   std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
-  std::vector<std::size_t> tied_;     // the model's tied parameters on this stage (Model::tied_parameters)
+  std::vector<std::size_t> tied_;     // indices of Model::tied_parameters() on this stage, in its order
   Timer timer_;
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<Optimizer> optimizer_;

@@ -105,7 +105,7 @@ struct Config {
     int micro_batch = 16;   ///< sequences per forward/backward on one rank
     int global_batch = 32;  ///< sequences per optimizer step over all dp ranks
     int eval_interval = 100;  ///< steps between validation passes; 0 = only at the end
-    int eval_samples = 256;   ///< validation windows per pass (fixed subset)
+    int eval_samples = 256;   ///< validation samples per pass (fixed subset)
     std::uint64_t seed = 1337;
     DeviceKind device = DeviceKind::Auto;  ///< auto: cuda when built for it and a GPU is visible
     int max_consecutive_skips = 10;  ///< non-finite steps in a row (at the minimum loss scale) before aborting

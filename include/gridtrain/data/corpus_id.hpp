@@ -10,7 +10,8 @@ namespace gridtrain {
 /// position means nothing in another file.
 struct CorpusId {
   std::string sha256;  ///< the data file's sha256 attribute (of the source text); "" when it has none
-  std::uint64_t train_tokens = 0, val_tokens = 0;
+  /// The splits' sizes: tokens, or images (checkpoint attributes train_tokens, val_tokens).
+  std::uint64_t train_size = 0, val_size = 0;
   std::string tokenizer;        ///< the data file's tokenizer ("bytes"), for `gridtrain generate`
   std::string tokenizer_model;  ///< its serialized model ("" for bytes), stored as /tokenizer/model
 };

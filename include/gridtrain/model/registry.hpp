@@ -26,6 +26,9 @@ std::shared_ptr<Model> make_model(const Config& c, const DataShape& data, const 
 /// a transformer's blocks, or 1 for a model that has one stage.
 int model_layers(const Config& c);
 
+/// Whether c's model is a language model: it predicts tokens of a vocabulary (Model::logits, `gridtrain generate`).
+bool language_model(const Config& c);
+
 /// What keeps c's model from running with tp tensor-parallel and pp pipeline ranks, each naming
 /// the keys and what would be valid; empty: it can.
 std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp);

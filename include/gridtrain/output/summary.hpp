@@ -50,7 +50,7 @@ class Throughput {
 struct RunResult {
   int stop_signal = 0;             ///< the signal that stopped the run before its last step, or 0
   bool checkpointed = false;       ///< whether a checkpoint was saved when it stopped
-  std::vector<double> losses;      ///< global mean training loss per step run, nats/token
+  std::vector<double> losses;      ///< global mean training loss per step run, nats per item (token; image)
   std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
   std::optional<double> final_val_loss;      ///< nats per item
   std::optional<double> final_val_accuracy;  ///< classifiers: top-1 fraction correct

@@ -31,7 +31,7 @@ using TrainState = std::vector<std::pair<std::string, std::vector<double>>>;
 
 /// This rank's share of a step, for the verdict.
 struct StepReport {
-  double loss = 0;           ///< this rank's loss (nats/token over its micro-batches; 0 off the last stage)
+  double loss = 0;           ///< this rank's loss (nats per item over its micro-batches; 0 off the last stage)
   bool counts_loss = false;  ///< whether loss enters the global mean (one rank per replica); a
                              ///< non-finite loss is a non-finite step on any rank
   double grad_sq = 0;        ///< Σ‖g‖² over the gradients this rank counts, at the current loss scale
@@ -40,7 +40,7 @@ struct StepReport {
 
 struct Verdict {
   enum class Action { Update, Skip, Retry } action = Action::Update;
-  double loss = 0;          ///< global mean training loss, nats/token
+  double loss = 0;          ///< global mean training loss, nats per item (token; image)
   double norm = 0;          ///< global gradient L2 norm before clipping (unscaled)
   double grad_factor = 1;   ///< Update: multiply the gradients by this (1/scale × clip factor)
 };
