@@ -1,4 +1,5 @@
 // Command line of the gridtrain program and the two kinds of error exits (see util/error.hpp).
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -34,7 +35,7 @@ constexpr const char* kUsage =
     "  gridtrain config [-i DECK] [--section.key=value ...]          the resolved configuration (as a run records it)\n"
     "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
     "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N]\n"
-    "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5\n"
+    "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5 [--classes N]\n"
     "                                                                 image set from IDX files (.gz or not)\n"
     "  gridtrain predict [-i DECK] --ranks N [--layout DP,TP,PP[,ZERO]] [--device a100|h100|h200|cpu]\n"
     "                     [--achievable F] [--flops-per-s R] [--ranks-per-node G] [--cores-per-node C]\n"
@@ -70,13 +71,20 @@ int prepare_idx_main(const std::vector<std::string>& args, Log& log) {
       "labels", po::value(&o.labels)->required(), "training labels (IDX)")(
       "test-images", po::value(&o.test_images)->required(), "test images (IDX)")(
       "test-labels", po::value(&o.test_labels)->required(), "test labels (IDX)")(
-      "output", po::value(&o.output)->required(), "HDF5 file to write");
+      "output", po::value(&o.output)->required(), "HDF5 file to write")(
+      "classes", po::value(&o.classes), "labels must lie in [0, N) (default: the largest label + 1)");
   po::variables_map vm;
   parse_prepare(args, desc, vm);
+  if (vm.count("classes") && (o.classes < 2 || o.classes > 256))
+    throw Error("prepare idx: --classes " + std::to_string(o.classes) + ": valid: 2 .. 256 (labels are bytes)");
   const IdxReport r = prepare_idx(o, MPI_COMM_WORLD);
   log.print("Wrote " + o.output + ": " + std::to_string(r.train) + " train + " + std::to_string(r.test) +
             " test images (" + std::to_string(r.channels) + "x" + std::to_string(r.height) + "x" + std::to_string(r.width) +
             "), " + std::to_string(r.classes) + " classes, sha256 " + r.sha256 + "\n");
+  if (!r.unused.empty())
+    log.warn("prepare idx: no image has label " + comma_list(r.unused) + " of the " + std::to_string(r.classes) +
+             " classes" + (vm.count("classes") ? "" : " (the largest label + 1)") +
+             ": the model gets output classes nothing trains; --classes N refuses labels outside [0, N)");
   return 0;
 }
 
@@ -182,6 +190,13 @@ int generate_main(const std::vector<std::string>& args, Log& log) {
 
 int run(int argc, char** argv, int rank, Log& log) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Help, for any verb, before the verbs' options are checked: help never requires other options.
+  auto given = [&](const char* flag) { return std::find(args.begin(), args.end(), flag) != args.end(); };
+  if (given("--help") || given("-h")) {
+    log.print(std::string(kUsage) + "\nDeck keys (also accepted as --section.key=value; CLI wins over the deck):\n" +
+              config_help());
+    return 0;
+  }
   if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "generate") return generate_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "predict") return predict_main({args.begin() + 1, args.end()}, log);
@@ -200,16 +215,11 @@ int run(int argc, char** argv, int rank, Log& log) {
   if (config) args.erase(args.begin());
 
   po::options_description desc;
-  desc.add_options()("help,h", "")("version,V", "")("in,i", po::value<std::string>())(
+  desc.add_options()("version,V", "")("in,i", po::value<std::string>())(
       "restart", po::value<std::string>())("dry-run", "");
   po::variables_map vm;
   po::parsed_options parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
   po::store(parsed, vm);
-  if (vm.count("help")) {
-    log.print(std::string(kUsage) + "\nDeck keys (also accepted as --section.key=value; CLI wins over the deck):\n" +
-              config_help());
-    return 0;
-  }
   if (vm.count("version")) {
     log.print(std::string("gridtrain ") + kVersion + "\n");
     return 0;

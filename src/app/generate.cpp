@@ -1,5 +1,7 @@
 #include "gridtrain/app/generate.hpp"
 
+#include <cstdio>
+
 #include <torch/torch.h>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
@@ -64,11 +66,15 @@ std::string generate_text(const GenerateOptions& o) {
     throw Error("generate: --device " + o.device + ", but no CUDA device is visible to this build");
   model->to(device);
   torch::NoGradGuard no_grad;
-  const auto block = model->named_parameters(true)["wpe.weight"].size(0);  // the context length T
+  const auto block = model->plan().items_per_sample();  // the context length T: a sample's tokens
   const auto prompt = tokenizer->encode(o.prompt);
   if (prompt.empty())
     throw Error("generate: the " + tokenizer->name() + " tokenizer encodes --prompt '" + o.prompt +
                 "' to no tokens; give a prompt with visible text");
+  if (static_cast<std::int64_t>(prompt.size()) > block)
+    std::fprintf(stderr, "WARNING: generate: --prompt is %zu tokens, longer than the model's context of %lld "
+                 "(model.block_size): only its last %lld tokens are seen\n", prompt.size(),
+                 static_cast<long long>(block), static_cast<long long>(block));
   std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
   auto gen = at::detail::createCPUGenerator(o.seed);
   std::vector<std::int32_t> out;

@@ -37,35 +37,50 @@ Pointer read_pointer(const fs::path& latest) {
   return {name, ""};
 }
 
-// The newest checkpoint in dir that passes checkpoint_problem(), `latest` first.
+// The checkpoint to resume from in dir: the one `latest` names unless a newer step file of the
+// same run passes its checksums (a pointer that a full disk or a kill kept from moving on must not
+// send the run back, nor let it rewrite and prune the newer file); without a usable `latest`, the
+// newest step file that passes. Candidates in that order; the first that passes wins.
 std::optional<ResumeChoice> newest_valid(const fs::path& dir, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  std::string listing;  // line 1: latest's problem (empty if none); then candidates in order
+  std::string listing;  // line 1: latest's problem (empty if none); line 2: its file (or empty); then candidates
   if (rank == 0) {
     const Pointer latest = read_pointer(dir / "latest");
-    listing = latest.problem + "\n";
-    if (!latest.name.empty()) listing += (dir / latest.name).string() + "\n";
-    for (const auto& p : list_checkpoints(dir))
-      if (p.filename() != latest.name) listing += p.string() + "\n";
+    listing = latest.problem + "\n" + (latest.name.empty() ? "" : (dir / latest.name).string()) + "\n";
+    const auto files = list_checkpoints(dir);
+    std::string newer, older;
+    const long long at = latest.name.empty() ? -1 : checkpoint_step(latest.name);
+    const std::string run = latest.name.empty() ? "" : checkpoint_run(dir / latest.name);
+    for (const auto& f : files) {
+      if (f.filename() == latest.name) continue;
+      const bool ahead = at >= 0 && checkpoint_step(f) > at && !run.empty() && checkpoint_run(f) == run;
+      (ahead ? newer : older) += f.string() + "\n";
+    }
+    listing += newer + (latest.name.empty() ? "" : (dir / latest.name).string() + "\n") + older;
   }
   listing = broadcast_text(listing, comm);
   std::vector<std::string> lines;
   for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
     lines.push_back(listing.substr(at, end - at));
-  const std::string latest_problem = lines.front();
-  if (lines.size() == 1) return std::nullopt;  // no checkpoint file at all
+  const std::string latest_problem = lines[0], latest_file = lines[1];
+  if (lines.size() == 2) return std::nullopt;  // no checkpoint file at all
   std::string skipped;
-  for (std::size_t i = 1; i < lines.size(); ++i) {
+  for (std::size_t i = 2; i < lines.size(); ++i) {
     const auto problem = checkpoint_problem(lines[i], comm);
     if (!problem) {
-      if (latest_problem.empty() && skipped.empty()) return ResumeChoice{lines[i], "the checkpoint 'latest' names"};
+      const auto name = [](const std::string& f) { return fs::path(f).filename().string(); };
+      if (lines[i] == latest_file && skipped.empty()) return ResumeChoice{lines[i], "the checkpoint 'latest' names"};
+      if (!latest_file.empty() && checkpoint_step(lines[i]) > checkpoint_step(latest_file))
+        return ResumeChoice{lines[i], "'latest' names " + name(latest_file) + ", but " + name(lines[i]) +
+                                          ", a newer checkpoint of the same run, is complete and passes its checksums "
+                                          "(the pointer was not moved on: a full disk or a kill while it was replaced)"};
       return ResumeChoice{lines[i], (latest_problem.empty() ? std::string() : latest_problem + "; ") + skipped +
                                         "falling back to the newest checkpoint that passes its checksums"};
     }
     skipped += fs::path(lines[i]).filename().string() + " is unusable: " + *problem + "; ";
   }
-  throw Error("checkpoint.dir = " + dir.string() + " holds " + std::to_string(lines.size() - 1) +
+  throw Error("checkpoint.dir = " + dir.string() + " holds " + std::to_string(lines.size() - 2) +
               " checkpoint file(s) but none can be resumed from: " + skipped + (latest_problem.empty() ? "" : latest_problem + "; ") +
               "refusing to start fresh over them. Move them away, or name a checkpoint with --restart");
 }

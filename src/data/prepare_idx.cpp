@@ -94,8 +94,21 @@ IdxReport convert(const IdxOptions& o) {
   r.channels = static_cast<int>(train[1]);
   r.height = static_cast<int>(train[2]);
   r.width = static_cast<int>(train[3]);
-  for (int i : {1, 3})
-    for (const unsigned char l : sets[i].data) r.classes = std::max(r.classes, l + 1);
+  std::vector<std::uint64_t> count(256);
+  for (int i : {1, 3}) {
+    const std::string& file = i == 1 ? o.labels : o.test_labels;
+    for (std::size_t k = 0; k < sets[i].data.size(); ++k) {
+      const auto l = static_cast<unsigned char>(sets[i].data[k]);
+      if (o.classes > 0 && l >= o.classes)
+        throw Error("'" + file + "' holds label " + std::to_string(l) + " at index " + std::to_string(k) +
+                    "; --classes " + std::to_string(o.classes) + " allows 0.." + std::to_string(o.classes - 1));
+      ++count[l];
+      r.classes = std::max(r.classes, l + 1);
+    }
+  }
+  if (o.classes > 0) r.classes = o.classes;
+  for (int l = 0; l < r.classes; ++l)
+    if (count[static_cast<std::size_t>(l)] == 0) r.unused.push_back(l);
   if (r.classes < 2)
     throw Error("'" + o.labels + "' and '" + o.test_labels + "' hold one class (label 0) only; a classifier needs "
                 "at least 2");
@@ -125,6 +138,7 @@ std::string to_text(const IdxReport& r) {
   std::ostringstream out;
   out << r.train << ' ' << r.test << ' ' << r.channels << ' ' << r.height << ' ' << r.width << ' ' << r.classes << ' '
       << r.sha256;
+  for (const int l : r.unused) out << ' ' << l;
   return out.str();
 }
 
@@ -140,6 +154,7 @@ IdxReport prepare_idx(const IdxOptions& o, MPI_Comm comm) {
   std::istringstream in(broadcast_text(text, comm));
   IdxReport r;
   in >> r.train >> r.test >> r.channels >> r.height >> r.width >> r.classes >> r.sha256;
+  for (int l = 0; in >> l;) r.unused.push_back(l);
   return r;
 }
 

@@ -1,7 +1,10 @@
 #include "gridtrain/util/h5.hpp"
 
+#include <limits>
 #include <stdexcept>
 #include <vector>
+
+#include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
 
@@ -89,6 +92,15 @@ long long h5_read_attr_int(hid_t obj, const std::string& name) {
   H5Id attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), "cannot open attribute '" + name + "'");
   H5Id type(H5Aget_type(attr), "H5Aget_type");
   if (H5Tget_class(type) != H5T_INTEGER) throw std::runtime_error("attribute '" + name + "' is not an integer");
+  // Read as stored: HDF5 would clip an unsigned value above LLONG_MAX to LLONG_MAX.
+  if (H5Tget_sign(type) == H5T_SGN_NONE) {
+    unsigned long long u = 0;
+    if (H5Aread(attr, H5T_NATIVE_ULLONG, &u) < 0) throw std::runtime_error("cannot read attribute '" + name + "'");
+    if (u > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
+      throw Error(name + " = " + std::to_string(u) + " (stored unsigned); valid: at most " +
+                  std::to_string(std::numeric_limits<long long>::max()));
+    return static_cast<long long>(u);
+  }
   long long v = 0;
   if (H5Aread(attr, H5T_NATIVE_LLONG, &v) < 0) throw std::runtime_error("cannot read attribute '" + name + "'");
   return v;

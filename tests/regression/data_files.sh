@@ -12,15 +12,16 @@ fail() { echo "FAIL: $*"; tail -20 "$work/run.txt"; exit 1; }
 import h5py, numpy as np, sys
 src, work = h5py.File(sys.argv[1], "r"), sys.argv[2]
 train, val = src["train/tokens"][...].astype(np.int64), src["val/tokens"][...].astype(np.int64)
-def write(name, vocab, train, val, vlen):
+def write(name, vocab, train, val, vlen, as_type=np.int64):
     with h5py.File(f"{work}/{name}.h5", "w") as f:
         f["train/tokens"], f["val/tokens"] = train, val
-        f.attrs["vocab_size"] = np.int64(vocab)
+        f.attrs["vocab_size"] = as_type(vocab)
         if vlen:  # h5py's default for str: variable-length UTF-8
             f.attrs["tokenizer"], f.attrs["sha256"] = "bytes", "0" * 64
         else:
             f.attrs["tokenizer"] = np.bytes_(b"bytes")
 write("wide_vocab", 2**32 + 256, train, val, False)
+write("huge_vocab", 2**64 - 1, train, val, False, np.uint64)
 bad = train.copy(); bad[1000] = 2**32 + 7
 write("wide_token", 256, bad, val, False)
 write("vlen", 256, train.astype(np.uint16), val.astype(np.uint16), True)
@@ -30,6 +31,8 @@ run() { timeout 120 "$mpiexec" -n 2 --oversubscribe "$gridtrain" -i "$deck" --ou
           --output.dir="$work/out-$1" --data.path="$work/$1.h5" "${@:2}" > "$work/run.txt" 2>&1; }
 run wide_vocab && fail "vocab_size 2^32 + 256 was accepted"
 grep -q "vocab_size = 4294967552; valid: 1 .. 2147483647" "$work/run.txt" || fail "vocab_size not named as stored"
+run huge_vocab && fail "vocab_size 2^64 - 1 was accepted"
+grep -q "vocab_size = 18446744073709551615 (stored unsigned)" "$work/run.txt" || fail "uint64 vocab_size not named as stored"
 run wide_token && fail "token 2^32 + 7 was accepted"
 grep -q "/train/tokens holds token 4294967303 outside \[0, vocab_size = 256)" "$work/run.txt" || fail "token not named as stored"
 run vlen || fail "variable-length string attributes were refused"
@@ -39,4 +42,4 @@ run vlen --train.eval_samples=1000000 --output.overwrite=true || fail "a huge tr
 grep -Eq "train.eval_samples = 1000000 exceeds the [0-9]+ windows of 33 tokens in /val/tokens; each pass uses all of them once" \
   "$work/run.txt" || fail "eval_samples was not clamped with a note"
 [ $(($(date +%s) - start)) -le 60 ] || fail "validation took over a minute"
-echo "OK: wide vocab_size and token named as stored; vlen strings read; eval_samples clamped"
+echo "OK: wide and uint64 vocab_size and token named as stored; vlen strings read; eval_samples clamped"

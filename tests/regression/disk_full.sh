@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A full disk while a checkpoint is written, on a real tmpfs in a private mount namespace: the job
 # stops within comm.timeout_s + 10 s naming the rank, the file, the phase and the OS error; no
-# .tmp is left; `latest` still names the previous checkpoint, which passes `gridtrain inspect`
-# and resumes.
+# .tmp is left; `latest` still names the previous checkpoint, which passes `gridtrain inspect`;
+# the run resumes from the newest complete checkpoint of the run: the previous one, or in MODE
+# latest the newer step file the pointer could not be moved to (named with both files).
 #   MODE sync | async: the filesystem holds one checkpoint and a half, so the second write fails.
 #   MODE latest: it has no inode left when latest.tmp is created (the step file is complete).
 # Usage: disk_full.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC NP MODE   (as root: mount, unshare)
@@ -38,5 +39,11 @@ ls "$work/small/ckpt" | grep -q '\.tmp$' && fail "a .tmp file was left: $(ls "$w
 "$gridtrain" inspect "$work/small/ckpt/step-00000002.h5" > "$work/inspect.txt" || fail "the previous checkpoint fails inspect"
 "${run[@]}" --train.steps=3 --restart "$work/small/ckpt" --output.dir="$work/resume" > "$work/resume.txt" 2>&1 \
   || fail "resuming from the previous checkpoint failed: $(tail -3 "$work/resume.txt")"
-grep -q "Resumed from $work/small/ckpt/step-00000002.h5 at step 2" "$work/resume.txt" || fail "did not resume at step 2"
-echo "OK: np $np $mode: exit $code after ${elapsed} s: $(grep -o "ERROR on rank.*" "$work/run.txt" | cut -c1-160)...; step 2 resumes"
+want=2; [ "$mode" = latest ] && want=4  # step 4's file is complete there: only the pointer failed
+grep -q "Resumed from $work/small/ckpt/step-0000000$want.h5 at step $want" "$work/resume.txt" \
+  || fail "did not resume at step $want: $(grep -E "^Resume" "$work/resume.txt")"
+if [ "$mode" = latest ]; then
+  grep -q "'latest' names step-00000002.h5, but step-00000004.h5, a newer checkpoint of the same run, is complete" \
+    "$work/resume.txt" || fail "the resume does not say why it passed over latest"
+fi
+echo "OK: np $np $mode: exit $code after ${elapsed} s: $(grep -o "ERROR on rank.*" "$work/run.txt" | cut -c1-160)...; step $want resumes"

@@ -3,6 +3,7 @@
 # same text (from both: fp32 tensor parallelism trains the same weights to rounding, and the
 # sampler runs on the host), another seed other text, greedy decoding is deterministic, the text
 # has the length asked for; a SentencePiece-trained checkpoint decodes with the model it carries;
+# a prompt longer than the context is said to be cropped;
 # and its errors (several ranks, a missing file, a bad option) are clear.
 # Usage: generate.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC
 set -u
@@ -42,6 +43,12 @@ sp2=$(gen "$work/sp/step-00000030.h5" --prompt "And God said" --max-new-tokens 2
 [ "$sp1" = "$sp2" ] || fail "sentencepiece: seed 3 gave two texts"
 case $sp1 in "And God said"?*) ;; *) fail "sentencepiece: no text after the prompt: $sp1" ;; esac
 echo "sp: $sp1"
+long="And God said, Let there be light: and there was light. And God saw the light."  # 77 bytes > T = 32
+gen "$work/tp1/step-00000030.h5" --prompt "$long" --max-new-tokens 5 > /dev/null || fail "long prompt: $(cat "$work/err.txt")"
+grep -q "WARNING: generate: --prompt is 77 tokens, longer than the model's context of 32 (model.block_size): only its last 32" \
+  "$work/err.txt" || fail "a prompt longer than model.block_size is cropped without a word: $(cat "$work/err.txt")"
+gen "$work/tp1/step-00000030.h5" --prompt "And" --max-new-tokens 5 > /dev/null
+grep -q WARNING "$work/err.txt" && fail "a short prompt warned: $(cat "$work/err.txt")"
 "$mpiexec" -n 2 --oversubscribe "$gridtrain" generate "$work/tp1/step-00000030.h5" > "$work/err.txt" 2>&1 \
   && fail "generate ran on 2 ranks"
 grep -q "generate runs on one rank" "$work/err.txt" || fail "no clear error for 2 ranks: $(cat "$work/err.txt")"

@@ -43,6 +43,22 @@ TEST_CASE("prepare idx writes the IDX images and labels, gzipped or not, as they
   CHECK(row[8] == 4);
 }
 
+TEST_CASE("a stray label is reported as classes no image has; --classes refuses it by name and index", "[data]") {
+  const auto dir = test::temp_dir("idx-classes");
+  test::write_idx(dir + "/img", {3, 1, 1}, std::string(3, '\0'), false);
+  test::write_idx(dir + "/lab", {3}, std::string{0, 1, 4}, false);  // 2 and 3 never occur
+  const IdxReport r = prepare_idx({dir + "/img", dir + "/lab", dir + "/img", dir + "/lab", dir + "/s.h5"}, MPI_COMM_SELF);
+  CHECK(r.classes == 5);
+  CHECK(r.unused == std::vector<int>{2, 3});
+  IdxOptions bounded{dir + "/img", dir + "/lab", dir + "/img", dir + "/lab", dir + "/b.h5", 4};
+  CHECK_THAT(error_of([&] { prepare_idx(bounded, MPI_COMM_SELF); }),
+             Catch::Contains("'" + dir + "/lab' holds label 4 at index 2; --classes 4 allows 0..3"));
+  bounded.classes = 6;  // a wider head, declared: its unused classes are still named
+  const IdxReport wide = prepare_idx(bounded, MPI_COMM_SELF);
+  CHECK(wide.classes == 6);
+  CHECK(wide.unused == std::vector<int>{2, 3, 5});
+}
+
 TEST_CASE("copy_image shifts by (dy, dx) with zeros where the shift uncovers (random crop)", "[data]") {
   const auto dir = test::temp_dir("crop");
   std::string pixels;

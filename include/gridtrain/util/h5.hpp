@@ -42,8 +42,8 @@ H5Id h5_collective_xfer();
 
 /// Attribute helpers on an object (file root, group or dataset). Throw std::runtime_error
 /// naming the attribute when it is missing or has the wrong type. Strings are read whether fixed-
-/// or variable-length (h5py's default); integers at any width, as long long (an unsigned value
-/// beyond its range reads as LLONG_MAX: range-check what you narrow).
+/// or variable-length (h5py's default); integers at any width, as long long (range-check what you
+/// narrow); an unsigned value beyond LLONG_MAX throws gridtrain::Error naming it as stored.
 void h5_write_attr(hid_t obj, const std::string& name, const std::string& value);
 void h5_write_attr(hid_t obj, const std::string& name, long long value);
 std::string h5_read_attr_string(hid_t obj, const std::string& name);
