@@ -1,12 +1,8 @@
 #include "gridtrain/data/token_data.hpp"
 
-#include <fcntl.h>
 #include <glob.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <sstream>
