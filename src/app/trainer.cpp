@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <new>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -69,19 +70,22 @@ void Trainer::build_model() {
   for (auto& [name, t] : model_->replica_state()) replica.push_back(t);  // updated in place: held once
   replica_ = std::make_unique<ReplicaState>(std::move(replica), grid_->dp());
   const auto tied_names = model_->tied_parameters();
-  tied_.assign(tied_names.size(), 0);
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
   ZeroOptions zero{cfg_.optim.zero_stage, {}, cfg_.optim.zero_prefetch};
   for (auto& p : model_->named_parameters(true)) {
     const auto tie = std::find(tied_names.begin(), tied_names.end(), p.key());
     const int tie_index = tie == tied_names.end() ? -1 : static_cast<int>(tie - tied_names.begin());
-    if (tie_index >= 0) tied_[static_cast<std::size_t>(tie_index)] = params.size();  // in the model's order
     // Stage 3 gathers the model's units; below, each tied parameter gets a bucket of its own.
     zero.unit_of.push_back(zero.stage == 3 ? model_->unit_of(p.key()) : tie_index);
     named.push_back({p.key(), p.value()});
     params.push_back(p.value());
     if (model_->shard(p.key()).counted_on(grid_->tp().rank())) counted_.push_back(params.size() - 1);
+  }
+  for (const auto& name : tied_names) {  // in the model's order: the same on every stage that holds them
+    const auto it = std::find_if(named.begin(), named.end(), [&](const NamedParameter& n) { return n.name == name; });
+    if (it == named.end()) throw std::logic_error("Model::tied_parameters names '" + name + "', which this rank lacks");
+    tied_.push_back(static_cast<std::size_t>(it - named.begin()));
   }
   const Config::Comm& comm = cfg_.comm;
   dp_ = std::make_unique<DataParallel>(params, grid_->dp(), comm.bucket_mb, comm.overlap, comm.compression, zero);

@@ -1,8 +1,6 @@
 #include "gridtrain/parallel/reducer.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
