@@ -34,7 +34,8 @@ constexpr const char* kUsage =
     "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
     "  gridtrain config [-i DECK] [--section.key=value ...]          the resolved configuration (as a run records it)\n"
     "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
-    "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N]\n"
+    "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N\n"
+    "                      [--character-coverage F]] [--accept-lossy]\n"
     "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5 [--classes N]\n"
     "                                                                 image set from IDX files (.gz or not)\n"
     "  gridtrain predict [-i DECK] --ranks N [--layout DP,TP,PP[,ZERO]] [--device a100|h100|h200|cpu]\n"
@@ -98,18 +99,25 @@ int prepare_text_main(const std::vector<std::string>& args, Log& log) {
       "tokenizer", po::value(&o.tokenizer)->default_value(o.tokenizer), "bytes | sentencepiece")(
       "sp-model", po::value(&o.sp_model), "sentencepiece: the tokenizer model file (.model)")(
       "train-tokenizer", "sentencepiece: train a model on the input first")(
-      "vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "pieces of the model --train-tokenizer trains");
+      "vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "pieces of the model --train-tokenizer trains")(
+      "character-coverage", po::value(&o.character_coverage)->default_value(o.character_coverage),
+      "--train-tokenizer: share of the characters given pieces of their own, (0, 1]; the rarest rest are byte pieces")(
+      "accept-lossy", po::bool_switch(&o.accept_lossy),
+      "sentencepiece: store text it does not give back unchanged (bytes not UTF-8 -> U+FFFD, U+2581 -> space), warning");
   po::variables_map vm;
   parse_prepare(args, desc, vm);
   const bool train = vm.count("train-tokenizer") > 0, model = vm.count("sp-model") > 0;
   if (train && model) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
-  if (!vm["vocab-size"].defaulted() && !train) throw Error("prepare: --vocab-size is for --train-tokenizer");
+  if ((!vm["vocab-size"].defaulted() || !vm["character-coverage"].defaulted()) && !train)
+    throw Error("prepare: --vocab-size and --character-coverage are for --train-tokenizer");
   if ((train || model) && !vm["tokenizer"].defaulted() && o.tokenizer != "sentencepiece")
     throw Error("prepare: --sp-model and --train-tokenizer are for --tokenizer sentencepiece, not " + o.tokenizer);
   if (train || model) o.tokenizer = "sentencepiece";
   else if (o.tokenizer == "sentencepiece")
     throw Error("prepare: --tokenizer sentencepiece needs --sp-model M.model, or --train-tokenizer [--vocab-size N]");
   const PrepareReport r = prepare_text(o, MPI_COMM_WORLD);
+  if (!r.lossy.empty())
+    log.warn("prepare: --accept-lossy: " + o.input + " holds " + r.lossy + "; decoding these tokens does not give the text back");
   log.print("Wrote " + o.output + (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " +
             std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens (" +
             r.tokenizer + ", vocab " + std::to_string(r.vocab_size) + ") from " + std::to_string(r.source_bytes) +

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <random>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/comm/agree.hpp"
@@ -37,51 +39,92 @@ Pointer read_pointer(const fs::path& latest) {
   return {name, ""};
 }
 
-// The checkpoint to resume from in dir: the one `latest` names unless a newer step file of the
-// same run passes its checksums (a pointer that a full disk or a kill kept from moving on must not
-// send the run back, nor let it rewrite and prune the newer file); without a usable `latest`, the
-// newest step file that passes. Candidates in that order; the first that passes wins.
+std::string file_name(const std::string& path) { return fs::path(path).filename().string(); }
+
+// What rank 0 finds in dir, one item a line: latest's problem (empty if none), the file it names
+// (empty if none), the other runs' files skipped (a note, empty if none), then the candidates.
+//
+// The directory's run is the one of the file `latest` names; without a usable `latest`, the one
+// run its step files belong to, and an Error when they belong to several (which one the directory
+// continues would be a guess). Candidates are that run's step files (and those whose run cannot be
+// read: they fail their checks and are named): first the ones newer than `latest`'s (a pointer
+// that a full disk or a kill kept from moving on must not send the run back, nor let it rewrite
+// and prune the newer file), then `latest`'s, then the older ones, newest first. Another run's
+// files are never candidates.
+std::string scan(const fs::path& dir) {
+  const Pointer latest = read_pointer(dir / "latest");
+  const auto files = list_checkpoints(dir);
+  std::vector<std::string> runs;
+  for (const auto& f : files) runs.push_back(checkpoint_run(f));
+  std::string run = latest.name.empty() ? "" : checkpoint_run(dir / latest.name);
+  if (run.empty()) {
+    std::map<std::string, std::string> by_run;  // run → its files
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (!runs[i].empty()) by_run[runs[i]] += (by_run[runs[i]].empty() ? "" : ", ") + files[i].filename().string();
+    if (by_run.size() > 1) {
+      std::string list;
+      for (const auto& [id, names] : by_run) list += (list.empty() ? "run " : "; run ") + id + ": " + names;
+      throw Error("checkpoint.dir = " + dir.string() + ": " + (latest.problem.empty() ? "'latest' names no run" : latest.problem) +
+                  ", and its checkpoints belong to " + std::to_string(by_run.size()) + " runs (" + list +
+                  "); resuming would have to guess which run this directory continues. Name the checkpoint to "
+                  "continue with --restart FILE, or move the other runs' files out of " + dir.string());
+    }
+    if (!by_run.empty()) run = by_run.begin()->first;
+  }
+  const long long at = latest.name.empty() ? -1 : checkpoint_step(latest.name);
+  std::string newer, older, skipped;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto& f = files[i];
+    if (f.filename() == latest.name) continue;
+    if (!runs[i].empty() && runs[i] != run) {
+      skipped += (skipped.empty() ? "" : ", ") + f.filename().string() + " (run " + runs[i] + ")";
+      continue;
+    }
+    (at >= 0 && checkpoint_step(f) > at && !runs[i].empty() ? newer : older) += f.string() + "\n";
+  }
+  if (!skipped.empty())
+    skipped = "skipped other runs' checkpoints " + skipped + ", never adopted by run " + run;
+  const std::string pointed = latest.name.empty() ? "" : (dir / latest.name).string();
+  return latest.problem + "\n" + pointed + "\n" + skipped + "\n" + newer + (pointed.empty() ? "" : pointed + "\n") + older;
+}
+
+// The checkpoint to resume from in dir: the first of scan()'s candidates that passes its checks.
 std::optional<ResumeChoice> newest_valid(const fs::path& dir, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  std::string listing;  // line 1: latest's problem (empty if none); line 2: its file (or empty); then candidates
-  if (rank == 0) {
-    const Pointer latest = read_pointer(dir / "latest");
-    listing = latest.problem + "\n" + (latest.name.empty() ? "" : (dir / latest.name).string()) + "\n";
-    const auto files = list_checkpoints(dir);
-    std::string newer, older;
-    const long long at = latest.name.empty() ? -1 : checkpoint_step(latest.name);
-    const std::string run = latest.name.empty() ? "" : checkpoint_run(dir / latest.name);
-    for (const auto& f : files) {
-      if (f.filename() == latest.name) continue;
-      const bool ahead = at >= 0 && checkpoint_step(f) > at && !run.empty() && checkpoint_run(f) == run;
-      (ahead ? newer : older) += f.string() + "\n";
-    }
-    listing += newer + (latest.name.empty() ? "" : (dir / latest.name).string() + "\n") + older;
-  }
+  std::string listing;
+  agree(comm, [&] {
+    if (rank == 0) listing = scan(dir);
+  });
   listing = broadcast_text(listing, comm);
   std::vector<std::string> lines;
   for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
     lines.push_back(listing.substr(at, end - at));
-  const std::string latest_problem = lines[0], latest_file = lines[1];
-  if (lines.size() == 2) return std::nullopt;  // no checkpoint file at all
-  std::string skipped;
-  for (std::size_t i = 2; i < lines.size(); ++i) {
+  const std::string latest_problem = lines[0], latest_file = lines[1], others = lines[2];
+  if (lines.size() == 3) {
+    if (others.empty()) return std::nullopt;  // no checkpoint file at all
+    throw Error("checkpoint.dir = " + dir.string() + " holds only other runs' checkpoints: " + others);
+  }
+  const std::string note = others.empty() ? "" : "; " + others;
+  std::string unusable;
+  for (std::size_t i = 3; i < lines.size(); ++i) {
     const auto problem = checkpoint_problem(lines[i], comm);
     if (!problem) {
-      const auto name = [](const std::string& f) { return fs::path(f).filename().string(); };
-      if (lines[i] == latest_file && skipped.empty()) return ResumeChoice{lines[i], "the checkpoint 'latest' names"};
+      if (lines[i] == latest_file && unusable.empty()) return ResumeChoice{lines[i], "the checkpoint 'latest' names" + note, true};
       if (!latest_file.empty() && checkpoint_step(lines[i]) > checkpoint_step(latest_file))
-        return ResumeChoice{lines[i], "'latest' names " + name(latest_file) + ", but " + name(lines[i]) +
+        return ResumeChoice{lines[i], "'latest' names " + file_name(latest_file) + ", but " + file_name(lines[i]) +
                                           ", a newer checkpoint of the same run, is complete and passes its checksums "
-                                          "(the pointer was not moved on: a full disk or a kill while it was replaced)"};
-      return ResumeChoice{lines[i], (latest_problem.empty() ? std::string() : latest_problem + "; ") + skipped +
-                                        "falling back to the newest checkpoint that passes its checksums"};
+                                          "(the pointer was not moved on: a full disk or a kill while it was replaced)" + note,
+                            true};
+      return ResumeChoice{lines[i], (latest_problem.empty() ? std::string() : latest_problem + "; ") + unusable +
+                                        "falling back to the newest checkpoint that passes its checksums" + note,
+                          true};
     }
-    skipped += fs::path(lines[i]).filename().string() + " is unusable: " + *problem + "; ";
+    unusable += file_name(lines[i]) + " is unusable: " + *problem + "; ";
   }
-  throw Error("checkpoint.dir = " + dir.string() + " holds " + std::to_string(lines.size() - 2) +
-              " checkpoint file(s) but none can be resumed from: " + skipped + (latest_problem.empty() ? "" : latest_problem + "; ") +
+  throw Error("checkpoint.dir = " + dir.string() + " holds " + std::to_string(lines.size() - 3) +
+              " checkpoint file(s) but none can be resumed from: " + unusable +
+              (latest_problem.empty() ? "" : latest_problem + "; ") + (others.empty() ? "" : others + "; ") +
               "refusing to start fresh over them. Move them away, or name a checkpoint with --restart");
 }
 
@@ -149,6 +192,13 @@ std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string&
     throw Error("checkpoint.resume = " + resume + ": " + name.substr(1) + "; valid: a checkpoint file, a directory "
                 "of checkpoints, or its 'latest' pointer");
   return ResumeChoice{(target.parent_path() / name).string(), "'" + resume + "' names it"};
+}
+
+std::string random_run_id() {
+  std::random_device random;
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", random(), random());
+  return id;
 }
 
 std::string checkpoint_run(const fs::path& path) {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -45,7 +44,7 @@ struct Snapshot {
   long long optim_steps = 0;
   TrainState train;
   std::vector<Tensor> tensors;
-  std::string run_id;
+  std::string run_id, branched_from;
   std::string tmp_path, final_path;
 };
 
@@ -76,12 +75,7 @@ Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r,
 }
 
 // A new run's id, the same on every rank: 64 random bits, enough to tell two runs' files apart.
-std::string new_run_id(MPI_Comm comm) {
-  std::random_device random;
-  char id[17];
-  std::snprintf(id, sizeof id, "%08x%08x", random(), random());
-  return broadcast_text(id, comm);
-}
+std::string new_run_id(MPI_Comm comm) { return broadcast_text(random_run_id(), comm); }
 
 }  // namespace
 
@@ -207,6 +201,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   snap->optim_type = name_of(opt.type());
   snap->optim_steps = opt.steps();
   snap->run_id = run_id_;
+  snap->branched_from = branched_from_;
   snap->final_path = file_name(step);
   snap->tmp_path = snap->final_path + ".tmp";
   std::size_t count = 0;
@@ -349,6 +344,7 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(root, "deck", config_text(cfg_));
     h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
     h5_write_attr(root, "run_id", snap.run_id);
+    if (!snap.branched_from.empty()) h5_write_attr(root, "branched_from", snap.branched_from);
   });
   for (const auto& t : snap.tensors)
     write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.slab, t.bytes.data()); });
@@ -375,6 +371,11 @@ void Checkpointer::write(const Snapshot& snap) {
   write_phase(snap, "closing", [&] { file->close(); });
   write_phase(snap, "committing", [&] {
     if (rank != 0) return;
+    // claim_lineage() refused every such file at the start; this one appeared during the run.
+    const std::string theirs = fs::exists(snap.final_path) ? checkpoint_run(snap.final_path) : "";
+    if (!theirs.empty() && theirs != snap.run_id && !cfg_.output.overwrite)
+      throw Error(snap.final_path + " belongs to run " + theirs + " (not this run, " + snap.run_id +
+                  ") and is not replaced; move it away, or set output.overwrite = true to replace it");
     fs::rename(snap.tmp_path, snap.final_path);
     replace_file(fs::path(cfg_.checkpoint.dir) / "latest", checkpoint_name(snap.step) + "\n");
   });

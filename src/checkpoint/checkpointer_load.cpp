@@ -28,6 +28,7 @@ std::optional<std::string> Checkpointer::resume_path() {
     return std::nullopt;
   }
   log_.print("Resume: " + choice->path + " (" + choice->reason + ")\n");
+  resume_scanned_ = choice->scanned;
   return choice->path;
 }
 
@@ -161,11 +162,51 @@ ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer&
   read_phase(path, "per-rank state", [&] { reset_feedback = read_rank_state(*file, opt); });
   read_phase(path, "closing", [&] { file->close(); });
   start_step_ = at.step;
+  if (enabled()) claim_lineage(resume_scanned_);
   log_.print("Resumed from " + path + " at step " + std::to_string(at.step) + " (global sample index " +
              std::to_string(at.sample_index) + ")" +
              (reset_feedback ? "; error-feedback residuals start at zero (written on another grid)" : "") + data_note +
              "\n");
   return at;
+}
+
+void Checkpointer::claim_lineage(bool scanned) {
+  agree(grid_.comm(), [&] {
+    if (grid_.rank() != 0) return;
+    const std::string dir = cfg_.checkpoint.dir;
+    std::vector<fs::path> later, others;  // this lineage's later files; other runs'
+    for (const auto& f : list_checkpoints(dir)) {
+      const std::string run = checkpoint_run(f);
+      if (run.empty()) continue;  // unreadable: it cannot be resumed from, and a commit may replace it
+      if (run != run_id_) others.push_back(f);
+      else if (checkpoint_step(f) > start_step_ && !scanned) later.push_back(f);
+    }
+    if (!later.empty()) {  // restarted from an older step of a lineage that went on: a branch
+      branched_from_ = run_id_ + "@" + std::to_string(start_step_);
+      run_id_ = random_run_id();
+      log_.print("Lineage: run " + branched_from_.substr(0, branched_from_.find('@')) + " went on past step " +
+                 std::to_string(start_step_) + " here (" + later.front().filename().string() +
+                 "), so this run is a branch: run " + run_id_ + ", branched from it at step " +
+                 std::to_string(start_step_) + "; its files are never deleted or replaced by this run\n");
+      others.insert(others.end(), later.begin(), later.end());
+    }
+    std::string replaced;
+    for (const auto& f : others) {
+      const long long s = checkpoint_step(f);
+      if (s > start_step_ && s <= cfg_.train.steps && due(s))
+        replaced += (replaced.empty() ? "" : ", ") + f.filename().string() + " (run " + checkpoint_run(f) + ")";
+    }
+    if (replaced.empty()) return;
+    if (!cfg_.output.overwrite)
+      throw Error("checkpoint.dir = " + dir + " holds " + replaced + ", which this run (" + run_id_ +
+                  ", from step " + std::to_string(start_step_) + ") would replace with its own checkpoints of those "
+                  "steps; another run's state is never overwritten. Use a checkpoint.dir of this run's own, move those "
+                  "files away, or set output.overwrite = true to replace them");
+    log_.print("output.overwrite = true: this run will replace " + replaced + "\n");
+  });
+  const std::string lineage = broadcast_text(run_id_ + "\n" + branched_from_, grid_.comm());  // rank 0's decision
+  run_id_ = lineage.substr(0, lineage.find('\n'));
+  branched_from_ = lineage.substr(lineage.find('\n') + 1);
 }
 
 }  // namespace gridtrain

@@ -29,7 +29,13 @@ int inspect_checkpoint(const std::string& path, Log& log) {
              ", written by " + h5_read_attr_string(root, "created_by") + "\n  step " +
              std::to_string(h5_read_attr_int(root, "step")) + ", tokens seen " +
              std::to_string(h5_read_attr_int(root, "tokens_seen")) + ", grid (dp,tp,pp) = " +
-             h5_read_attr_string(root, "grid") + "\n\nDeck:\n" + h5_read_attr_string(root, "deck") + "\n";
+             h5_read_attr_string(root, "grid") + "\n";
+    if (h5_has_attr(root, "run_id")) header += "  run " + h5_read_attr_string(root, "run_id");
+    if (h5_has_attr(root, "branched_from")) {  // "<run_id>@<step>"
+      const std::string from = h5_read_attr_string(root, "branched_from");
+      header += " (branched from run " + from.substr(0, from.find('@')) + " at step " + from.substr(from.find('@') + 1) + ")";
+    }
+    header += "\n\nDeck:\n" + h5_read_attr_string(root, "deck") + "\n";
     for (const auto& name : file.datasets()) {
       const auto shape = file.shape_of(name);
       const DType t = file.dtype_of(name);

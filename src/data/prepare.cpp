@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/sampler.hpp"
+#include "gridtrain/data/text_fidelity.hpp"
 #include "gridtrain/data/token_data.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
@@ -145,17 +147,15 @@ std::uint64_t line_start(int fd, std::uint64_t at, std::uint64_t size) {
   return size;
 }
 
-// SentencePiece: this rank encodes its lines of the input into `tmp` (int32 ids, raw); returns
-// how many.
-std::uint64_t encode_share(const Tokenizer& tok, const std::string& input, std::uint64_t size, const std::string& tmp,
-                           int rank, int ranks) {
+// Calls fn(text, offset) on this rank's share of the input's lines, in pieces of at most kBuffer
+// bytes that end after a newline (unless a line is longer than that).
+template <class Fn>
+void for_each_piece(const std::string& input, std::uint64_t size, int rank, int ranks, Fn fn) {
   const int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("prepare: cannot read input file '" + input + "': " + std::strerror(errno));
   const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) { ::close(*f), delete f; });
   const auto [lo, hi] = share(size, rank, ranks);
   const std::uint64_t begin = line_start(fd, lo, size), end = line_start(fd, hi, size);
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  std::uint64_t count = 0;
   std::string text;
   for (std::uint64_t at = begin; at < end;) {
     text.resize(std::min(kBuffer, end - at));
@@ -163,13 +163,63 @@ std::uint64_t encode_share(const Tokenizer& tok, const std::string& input, std::
       throw Error("prepare: reading '" + input + "' failed");
     const auto cut = at + text.size() < end ? text.rfind('\n') : std::string::npos;  // whole lines only
     if (cut != std::string::npos) text.resize(cut + 1);
+    fn(text, at);
+    at += text.size();
+  }
+}
+
+// SentencePiece: this rank encodes its lines of the input into `tmp` (int32 ids, raw); returns
+// how many.
+std::uint64_t encode_share(const Tokenizer& tok, const std::string& input, std::uint64_t size, const std::string& tmp,
+                           int rank, int ranks) {
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  std::uint64_t count = 0;
+  for_each_piece(input, size, rank, ranks, [&](const std::string& text, std::uint64_t) {
     const auto ids = tok.encode(text);
     out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
     count += ids.size();
-    at += text.size();
-  }
+  });
   if (!out.flush()) throw Error("prepare: cannot write '" + tmp + "'");
   return count;
+}
+
+// The line (1-based) that holds byte `offset` of the input.
+std::uint64_t line_of(const std::string& input, std::uint64_t offset) {
+  std::ifstream in(input, std::ios::binary);
+  std::uint64_t line = 1;
+  std::vector<char> buf(1 << 16);
+  for (std::uint64_t left = offset; left > 0 && in;) {
+    in.read(buf.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(left, buf.size())));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    line += static_cast<std::uint64_t>(std::count(buf.data(), buf.data() + got, '\n'));
+    left -= got;
+  }
+  return line;
+}
+
+// SentencePiece: what of the input it would not carry through unchanged (described; "" if
+// nothing), found by every rank in its share. An Error naming it unless accepted.
+std::string check_fidelity(const PrepareOptions& o, std::uint64_t size, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  Unrepresentable mine;
+  agree(comm, [&] {
+    for_each_piece(o.input, size, rank, ranks,
+                   [&](const std::string& text, std::uint64_t at) { mine.add(find_unrepresentable(text, at)); });
+  });
+  std::uint64_t counts[2] = {mine.invalid_bytes, mine.meta_symbols}, firsts[2] = {mine.first_invalid, mine.first_meta};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, comm);
+  MPI_Allreduce(MPI_IN_PLACE, firsts, 2, MPI_UINT64_T, MPI_MIN, comm);
+  const Unrepresentable all{counts[0], counts[1], firsts[0], firsts[1]};
+  if (!all.any()) return "";
+  const std::string found = describe(all, [&](std::uint64_t at) { return line_of(o.input, at); });
+  if (!o.accept_lossy)
+    throw Error("prepare: '" + o.input + "' holds " + found +
+                ": SentencePiece would not give this text back unchanged. Convert it to UTF-8 (iconv -f LATIN1 -t UTF-8, "
+                "or iconv -c to drop such bytes), use --tokenizer bytes (any bytes, unchanged), or pass --accept-lossy to "
+                "store it so");
+  return found;
 }
 
 }  // namespace
@@ -199,12 +249,16 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
     std::error_code ec;
     c.source_bytes = std::filesystem::file_size(o.input, ec);
     if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
+    if (o.tokenizer != "bytes" && !(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
+      throw Error("prepare: --character-coverage " + std::to_string(o.character_coverage) + " is invalid; valid: 0 < F <= 1");
     if (o.shard_size > 0) std::filesystem::create_directories(o.output);
     else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
       std::filesystem::create_directories(parent);
-    // The model: read, or trained on the input (rank 0; the others get it below).
+  });
+  const std::string lossy = o.tokenizer == "sentencepiece" ? check_fidelity(o, c.source_bytes, comm) : "";
+  agree(comm, [&] {  // the model: read, or trained on the input (rank 0; the others get it below)
     if (o.tokenizer == "sentencepiece" && rank == 0)
-      c.model = o.sp_model.empty() ? train_sentencepiece(o.input, o.vocab_size) : read_file(o.sp_model);
+      c.model = o.sp_model.empty() ? train_sentencepiece(o.input, o.vocab_size, o.character_coverage) : read_file(o.sp_model);
   });
   c.model = broadcast_text(c.model, comm);
   std::vector<std::string> tmp;  // sentencepiece: every rank's encoded share, removed on the way out
@@ -231,6 +285,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   }
   const std::uint64_t n = c.tokens.size();
   PrepareReport r;
+  r.lossy = lossy;
   r.tokenizer = c.tokenizer;
   r.vocab_size = c.vocab;
   r.source_bytes = c.source_bytes;

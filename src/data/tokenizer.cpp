@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <regex>
 
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
 namespace {
@@ -122,15 +124,23 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::st
   throw Error("unknown tokenizer '" + name + "'; known: bytes, sentencepiece");
 }
 
-std::string train_sentencepiece(const std::string& text_file, int vocab_size) {
+std::string train_sentencepiece(const std::string& text_file, int vocab_size, double character_coverage) {
   const std::string options = "input=" + text_file + "\nvocab_size=" + std::to_string(vocab_size) +
+                              "\ncharacter_coverage=" + std::to_string(character_coverage) +
                               "\nmodel_type=unigram\nnormalization_rule_name=identity\nadd_dummy_prefix=false\n"
                               "remove_extra_whitespaces=false\nbyte_fallback=true\ninput_sentence_size=2000000\n"
                               "shuffle_input_sentence=true\nminloglevel=1";
   std::string model;
-  if (const char* error = Plugin::get().train(options.c_str(), &Plugin::append<std::string>, &model))
-    throw Error("training the SentencePiece tokenizer on '" + text_file + "' failed: " + error);
-  return model;
+  const char* error = Plugin::get().train(options.c_str(), &Plugin::append<std::string>, &model);
+  if (!error) return model;
+  std::cmatch need;  // SentencePiece's "Vocabulary size is smaller than required_chars. 300 vs 323."
+  if (std::regex_search(error, need, std::regex(R"(smaller than required_chars\. (\d+) vs (\d+))")))
+    throw Error("prepare: --vocab-size " + std::to_string(vocab_size) + " is too small for '" + text_file +
+                "': SentencePiece needs at least " + need[2].str() + " pieces there (259 for byte fallback and control, "
+                "one for each character that --character-coverage " + fmt("%g", character_coverage) +
+                " gives a piece of its own). Give --vocab-size " + need[2].str() + " or more (thousands are usual), or a "
+                "lower --character-coverage (the rarer characters become byte pieces)");
+  throw Error("training the SentencePiece tokenizer on '" + text_file + "' failed: " + error);
 }
 
 }  // namespace gridtrain

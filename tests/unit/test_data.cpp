@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -9,6 +10,7 @@
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
+#include "gridtrain/data/text_fidelity.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
@@ -151,6 +153,49 @@ TEST_CASE("prepare --train-tokenizer: SentencePiece tokens that decode back to t
   CHECK(tok->decode(ids) == std::string(std::istreambuf_iterator<char>(in), {}));
   CHECK_THROWS_WITH(make_tokenizer("sentencepiece", "not a model"), Catch::Contains("cannot load the tokenizer model"));
   CHECK_THROWS_WITH(make_tokenizer("wordpiece"), Catch::Contains("known: bytes, sentencepiece"));
+}
+
+TEST_CASE("find_unrepresentable counts bytes that are not UTF-8 and U+2581, with the first offsets", "[data]") {
+  const auto u = find_unrepresentable("ok \xF0\x9F\x98\x80 \xC0\x80 \xED\xA0\x80 \xF4\x90\x80\x80 \xE2\x96\x81\xE2\x96\x81 \xE2\x82", 100);
+  CHECK(u.invalid_bytes == 2 + 3 + 4 + 2);  // overlong; surrogate; past U+10FFFF; cut off at the end
+  CHECK(u.first_invalid == 100 + 8);
+  CHECK(u.meta_symbols == 2);
+  CHECK(u.first_meta == 100 + 20);
+  const auto clean = find_unrepresentable("caf\xC3\xA9 \xE2\x82\xAC\n", 0);  // é, €
+  CHECK_FALSE(clean.any());
+  CHECK(clean.first_invalid == Unrepresentable::kNone);
+}
+
+TEST_CASE("prepare --train-tokenizer refuses text SentencePiece does not give back, unless accepted", "[data]") {
+  const auto dir = test::temp_dir("prepare-sp-lossy");
+  test::make_corpus(dir, 20000);
+  {
+    std::ofstream out(dir + "/corpus.txt", std::ios::app | std::ios::binary);
+    out << "caf\xE9 \xE9\n\xE2\x96\x81 marks a space\n";  // Latin-1 é twice, then U+2581
+  }
+  auto o = test::with_val_fraction({dir + "/corpus.txt", dir + "/sp.h5"}, 0.2);
+  o.tokenizer = "sentencepiece";
+  o.vocab_size = 300;
+  const auto text = std::string(std::istreambuf_iterator<char>(std::ifstream(dir + "/corpus.txt").rdbuf()), {});
+  const auto at = std::to_string(text.find('\xE9')), line = std::to_string(std::count(text.begin(), text.end(), '\n') - 1);
+  CHECK_THROWS_WITH(prepare_text(o, MPI_COMM_SELF),
+                    Catch::Contains("2 byte(s) that are not UTF-8 (the first at byte " + at + ", line " + line) &&
+                        Catch::Contains("1 '\u2581' (U+2581") && Catch::Contains("--accept-lossy"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/sp.h5"));
+  o.accept_lossy = true;
+  const auto r = prepare_text(o, MPI_COMM_SELF);
+  CHECK_THAT(r.lossy, Catch::Contains("2 byte(s) that are not UTF-8"));
+  const auto d = load_tokens(dir + "/sp.h5", MPI_COMM_SELF, 2, "");
+  auto ids = test::read_all(d.train);
+  const auto val = test::read_all(d.val);
+  ids.insert(ids.end(), val.begin(), val.end());
+  CHECK(make_tokenizer(d.tokenizer, d.tokenizer_model)->decode(ids) != text);  // what the refusal was for
+  o.accept_lossy = false;
+  test::make_corpus(dir, 20000);
+  o.vocab_size = 262;  // below the 259 byte and control pieces plus one per character
+  CHECK_THROWS_WITH(prepare_text(o, MPI_COMM_SELF), Catch::Contains("--vocab-size 262 is too small") &&
+                                                        Catch::Contains("needs at least ") &&
+                                                        Catch::Contains("--character-coverage 0.9995"));
 }
 
 TEST_CASE("a chunked token dataset is refused with what to do", "[data]") {

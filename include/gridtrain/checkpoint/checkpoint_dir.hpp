@@ -37,19 +37,27 @@ std::optional<std::string> checkpoint_problem(const std::string& path, MPI_Comm 
 struct ResumeChoice {
   std::string path;
   std::string reason;
+  bool scanned = false;  ///< chosen from a directory's files: any later one of its run failed its checks
 };
 
 /// checkpoint.resume resolved against checkpoint.dir. Collective over comm.
 ///  - none: nullopt.
-///  - auto (D = dir) or a directory D: D's `latest` if it names a checkpoint that passes
-///    checkpoint_problem(); otherwise (latest missing, empty, unreadable, naming a missing,
-///    truncated or corrupt file) the newest step file that passes, with the reason for the
-///    fallback. nullopt when D holds no checkpoint file at all.
+///  - auto (D = dir) or a directory D: the newest checkpoint of D's run that passes
+///    checkpoint_problem(). D's run is the run_id of the file `latest` names, or without a
+///    usable `latest` (missing, empty, unreadable, naming a missing or truncated file) the one
+///    run D's step files belong to. Its files newer than `latest`'s come first, then `latest`'s,
+///    then the older ones; the reason says why the choice is not `latest`'s and names the other
+///    runs' files skipped (never adopted). nullopt when D holds no checkpoint file at all.
 ///  - a `latest` pointer file: the checkpoint it names, in its directory.
 ///  - any other path: that file (load() verifies it).
-/// Throws gridtrain::Error when D holds checkpoint files but none passes (each named with its
-/// problem), or a pointer names nothing: starting fresh there would lose the run.
+/// Throws gridtrain::Error when D holds checkpoint files but none of its run passes (each named
+/// with its problem), when without a usable `latest` its files belong to several runs (each
+/// named with its files), or a pointer names nothing: starting fresh, or guessing, there would
+/// lose or mix runs.
 std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string& dir, MPI_Comm comm);
+
+/// A new run id: 64 random bits as 16 hex digits, enough to tell two runs' files apart. Local.
+std::string random_run_id();
 
 /// The run a checkpoint belongs to (its root attribute run_id), or "" when it has none or
 /// cannot be read. Local (serial HDF5 open).

@@ -74,10 +74,11 @@ class Checkpointer {
   /// pointer → the file it names; else the path. Logs which and why. Collective.
   std::optional<std::string> resume_path();
   /// Loads path into model and opt (fp32 master weights, optimizer state, RNG); this run then
-  /// continues the checkpoint's run (run_id) from its step. Collective. Throws gridtrain::Error
-  /// naming the file and the problem: unreadable/truncated/corrupt file, wrong format or version,
-  /// a tensor whose shape differs, a different optimizer type or seed, a different corpus (unless
-  /// data.allow_change). A read that fails on some ranks only aborts the job (see above).
+  /// continues the checkpoint's lineage from its step (claim_lineage). Collective. Throws
+  /// gridtrain::Error naming the file and the problem: unreadable/truncated/corrupt file, wrong
+  /// format or version, a tensor whose shape differs, a different optimizer type or seed, a
+  /// different corpus (unless data.allow_change), or checkpoint.dir files of another lineage this
+  /// run would replace. A read that fails on some ranks only aborts the job (see above).
   ResumePoint load(const std::string& path, Model& model, Optimizer& opt);
 
   int saves() const { return saves_; }
@@ -121,6 +122,12 @@ class Checkpointer {
   std::string read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at);
   std::string check_corpus(hid_t data) const;
   bool read_rank_state(CheckpointFile& file, Optimizer& opt);
+  /// After a load: the lineage (run_id) this run continues. The loaded run's, unless
+  /// checkpoint.dir holds a later checkpoint of that run which a directory scan did not pass over
+  /// as unusable: then this run is a branch and gets a new run_id (its files record
+  /// branched_from). Throws gridtrain::Error, before any step, when a step file this run would
+  /// write belongs to another run (or the branched-from one), unless output.overwrite = true.
+  void claim_lineage(bool scanned);
   /// Deletes this run's checkpoints older than `step` beyond checkpoint.keep_last (rank 0).
   void prune(long long step);
   void join_writer();
@@ -130,7 +137,9 @@ class Checkpointer {
   Grid& grid_;
   Log& log_;
   CorpusId corpus_;
-  std::string run_id_;       // this run's id: new at a fresh start, the checkpoint's after a load
+  std::string run_id_;       // this run's lineage: new at a fresh start or a branch, the checkpoint's after a load
+  std::string branched_from_;  // "<run_id>@<step>" of the checkpoint a branch started from, or ""
+  bool resume_scanned_ = false;  // resume_path() chose from a directory's files
   long long start_step_ = 0;  // the step this run started from (that of the loaded checkpoint)
   std::set<long long> written_;  // steps this process committed (touched by the writer only)
   MPI_Comm io_comm_ = MPI_COMM_NULL;     // dup of the grid communicator: the HDF5 file's

@@ -36,6 +36,8 @@ struct PrepareOptions {
   std::string tokenizer = "bytes";  ///< bytes | sentencepiece
   std::string sp_model;       ///< sentencepiece: a .model file; "" = train one on the input
   int vocab_size = 8192;      ///< sentencepiece trained here: pieces
+  double character_coverage = 0.9995;  ///< sentencepiece trained here: share of characters given pieces, (0, 1]
+  bool accept_lossy = false;  ///< sentencepiece: store text it cannot give back unchanged (text_fidelity.hpp)
 };
 
 struct PrepareReport {
@@ -46,13 +48,15 @@ struct PrepareReport {
   std::uint64_t val_tokens = 0;
   int shards = 1;
   std::string sha256;  ///< one file: the source's digest; shards: that of the shards' digests
+  std::string lossy;  ///< sentencepiece, accept_lossy: what of the input does not come back unchanged ("" if nothing)
 };
 
 /// Collective over comm: rank r writes shards r, r + p, ... (one file: rank 0), each via
 /// <file>.tmp + rename, so a crash never leaves a half file. Throws gridtrain::Error (the same on
 /// every rank) naming the file when input cannot be read or is shorter than 2 tokens, the
-/// options are invalid (an unknown tokenizer, a model SentencePiece cannot load or train), or an
-/// output cannot be written.
+/// options are invalid (an unknown tokenizer, a model SentencePiece cannot load or train), the
+/// input holds what SentencePiece would not give back unchanged (counted and located; unless
+/// accept_lossy), or an output cannot be written.
 PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm);
 
 /// Hex SHA-256 of bytes (OpenSSL EVP).

@@ -28,8 +28,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::st
 /// Trains a SentencePiece model (unigram) of vocab_size pieces on the lines of text_file and
 /// returns it serialized. Identity normalization, no dummy prefix and byte fallback (bytes no
 /// piece covers, a newline among them, become <0xNN> pieces), so decode(encode(text)) == text.
-/// Samples at most 2 M lines of a larger input. Throws gridtrain::Error with SentencePiece's
-/// message on failure.
-std::string train_sentencepiece(const std::string& text_file, int vocab_size);
+/// character_coverage (0, 1]: the share of the input's characters that get pieces of their own;
+/// the rarest rest go through byte fallback. Samples at most 2 M lines of a larger input. Throws
+/// gridtrain::Error on failure: for a vocab_size smaller than the pieces the covered characters
+/// need, one that gives that number and the options that fix it.
+std::string train_sentencepiece(const std::string& text_file, int vocab_size, double character_coverage = 0.9995);
 
 }  // namespace gridtrain
