@@ -44,7 +44,7 @@ struct Snapshot {
   long long optim_steps = 0;
   TrainState train;
   std::vector<Tensor> tensors;
-  std::string run_id, branched_from;
+  Lineage lineage;
   std::string tmp_path, final_path;
 };
 
@@ -80,7 +80,7 @@ std::string new_run_id(MPI_Comm comm) { return broadcast_text(random_run_id(), c
 }  // namespace
 
 Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
-    : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), run_id_(new_run_id(grid.comm())) {
+    : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), lineage_{new_run_id(grid.comm()), ""} {
   if (enabled()) {
     agree(grid.comm(), [&] {
       if (grid.rank() != 0) return;
@@ -200,8 +200,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   snap->epoch = epoch;
   snap->optim_type = name_of(opt.type());
   snap->optim_steps = opt.steps();
-  snap->run_id = run_id_;
-  snap->branched_from = branched_from_;
+  snap->lineage = lineage_;
   snap->final_path = file_name(step);
   snap->tmp_path = snap->final_path + ".tmp";
   std::size_t count = 0;
@@ -343,8 +342,8 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(root, "grid", std::to_string(g.dp) + "," + std::to_string(g.tp) + "," + std::to_string(g.pp));
     h5_write_attr(root, "deck", config_text(cfg_));
     h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
-    h5_write_attr(root, "run_id", snap.run_id);
-    if (!snap.branched_from.empty()) h5_write_attr(root, "branched_from", snap.branched_from);
+    h5_write_attr(root, "run_id", snap.lineage.run_id);
+    if (!snap.lineage.branched_from.empty()) h5_write_attr(root, "branched_from", snap.lineage.branched_from);
   });
   for (const auto& t : snap.tensors)
     write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.slab, t.bytes.data()); });
@@ -373,8 +372,8 @@ void Checkpointer::write(const Snapshot& snap) {
     if (rank != 0) return;
     // claim_lineage() refused every such file at the start; this one appeared during the run.
     const std::string theirs = fs::exists(snap.final_path) ? checkpoint_run(snap.final_path) : "";
-    if (!theirs.empty() && theirs != snap.run_id && !cfg_.output.overwrite)
-      throw Error(snap.final_path + " belongs to run " + theirs + " (not this run, " + snap.run_id +
+    if (!theirs.empty() && theirs != snap.lineage.run_id && !cfg_.output.overwrite)
+      throw Error(snap.final_path + " belongs to run " + theirs + " (not this run, " + snap.lineage.run_id +
                   ") and is not replaced; move it away, or set output.overwrite = true to replace it");
     fs::rename(snap.tmp_path, snap.final_path);
     replace_file(fs::path(cfg_.checkpoint.dir) / "latest", checkpoint_name(snap.step) + "\n");
@@ -391,7 +390,7 @@ void Checkpointer::prune(long long step) {
   auto kept = 1;  // the one just written
   for (const auto& p : list_checkpoints(cfg_.checkpoint.dir)) {
     const long long s = checkpoint_step(p);
-    if (s >= step || (s > start_step_ && !written_.contains(s)) || checkpoint_run(p) != run_id_) continue;
+    if (s >= step || (s > start_step_ && !written_.contains(s)) || checkpoint_run(p) != lineage_.run_id) continue;
     if (kept < cfg_.checkpoint.keep_last) {
       ++kept;
       continue;

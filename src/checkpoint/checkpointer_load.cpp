@@ -88,7 +88,7 @@ std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, Resu
   at.step = h5_read_attr_int(root, "step");
   at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
   opt.set_steps(h5_read_attr_int(optim, "step"));
-  if (h5_has_attr(root, "run_id")) run_id_ = h5_read_attr_string(root, "run_id");
+  if (h5_has_attr(root, "run_id")) lineage_.run_id = h5_read_attr_string(root, "run_id");
   if (H5Lexists(root, "/train", H5P_DEFAULT) > 0) {
     H5Id train(H5Gopen2(root, "/train", H5P_DEFAULT), "open /train");
     std::vector<std::string> names;
@@ -178,15 +178,15 @@ void Checkpointer::claim_lineage(bool scanned) {
     for (const auto& f : list_checkpoints(dir)) {
       const std::string run = checkpoint_run(f);
       if (run.empty()) continue;  // unreadable: it cannot be resumed from, and a commit may replace it
-      if (run != run_id_) others.push_back(f);
+      if (run != lineage_.run_id) others.push_back(f);
       else if (checkpoint_step(f) > start_step_ && !scanned) later.push_back(f);
     }
     if (!later.empty()) {  // restarted from an older step of a lineage that went on: a branch
-      branched_from_ = run_id_ + "@" + std::to_string(start_step_);
-      run_id_ = random_run_id();
-      log_.print("Lineage: run " + branched_from_.substr(0, branched_from_.find('@')) + " went on past step " +
+      lineage_.branched_from = lineage_.run_id + "@" + std::to_string(start_step_);
+      lineage_.run_id = random_run_id();
+      log_.print("Lineage: run " + lineage_.branched_from.substr(0, lineage_.branched_from.find('@')) + " went on past step " +
                  std::to_string(start_step_) + " here (" + later.front().filename().string() +
-                 "), so this run is a branch: run " + run_id_ + ", branched from it at step " +
+                 "), so this run is a branch: run " + lineage_.run_id + ", branched from it at step " +
                  std::to_string(start_step_) + "; its files are never deleted or replaced by this run\n");
       others.insert(others.end(), later.begin(), later.end());
     }
@@ -198,15 +198,15 @@ void Checkpointer::claim_lineage(bool scanned) {
     }
     if (replaced.empty()) return;
     if (!cfg_.output.overwrite)
-      throw Error("checkpoint.dir = " + dir + " holds " + replaced + ", which this run (" + run_id_ +
+      throw Error("checkpoint.dir = " + dir + " holds " + replaced + ", which this run (" + lineage_.run_id +
                   ", from step " + std::to_string(start_step_) + ") would replace with its own checkpoints of those "
                   "steps; another run's state is never overwritten. Use a checkpoint.dir of this run's own, move those "
                   "files away, or set output.overwrite = true to replace them");
     log_.print("output.overwrite = true: this run will replace " + replaced + "\n");
   });
-  const std::string lineage = broadcast_text(run_id_ + "\n" + branched_from_, grid_.comm());  // rank 0's decision
-  run_id_ = lineage.substr(0, lineage.find('\n'));
-  branched_from_ = lineage.substr(lineage.find('\n') + 1);
+  const std::string lineage = broadcast_text(lineage_.run_id + "\n" + lineage_.branched_from, grid_.comm());  // rank 0's decision
+  lineage_.run_id = lineage.substr(0, lineage.find('\n'));
+  lineage_.branched_from = lineage.substr(lineage.find('\n') + 1);
 }
 
 }  // namespace gridtrain

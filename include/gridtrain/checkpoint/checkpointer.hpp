@@ -43,6 +43,12 @@ class Grid;
 struct Snapshot;
 
 
+/// The run a checkpoint belongs to (docs/checkpoint-format.md, Lineages).
+struct Lineage {
+  std::string run_id;         ///< 16 hex digits
+  std::string branched_from;  ///< "<run_id>@<step>" of the checkpoint a branch started from, or ""
+};
+
 /// Where training continues after a load.
 struct ResumePoint {
   long long step = 0;              ///< optimizer steps completed
@@ -137,8 +143,7 @@ class Checkpointer {
   Grid& grid_;
   Log& log_;
   CorpusId corpus_;
-  std::string run_id_;       // this run's lineage: new at a fresh start or a branch, the checkpoint's after a load
-  std::string branched_from_;  // "<run_id>@<step>" of the checkpoint a branch started from, or ""
+  Lineage lineage_;  // new at a fresh start or a branch, the checkpoint's after a load
   bool resume_scanned_ = false;  // resume_path() chose from a directory's files
   long long start_step_ = 0;  // the step this run started from (that of the loaded checkpoint)
   std::set<long long> written_;  // steps this process committed (touched by the writer only)
