@@ -33,13 +33,13 @@ Usage: check_onebit.py FILE.h5
 """
 import math
 import os
+import runpy
 import sys
 
 import h5py
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_gpt import gpt_loss  # noqa: E402
+gpt_loss = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_gpt.py"))["gpt_loss"]
 
 TOL = 1e-5
 TIE = 1e-6
