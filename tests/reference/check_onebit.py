@@ -68,29 +68,24 @@ def compress(c, k, residual_after, variant):
     return q, c - q
 
 
+def with_feedback(x, residual, residual_after, k, variant, side):
+    """One error-compensated compression of x (side: worker or server): (q, new residual, c)."""
+    off = variant == f"no-{side}-residual"
+    c = x if off else x + residual
+    q, e = compress(c, k, residual_after, variant)
+    return q, torch.zeros_like(e) if off else e, c
+
+
 def compressed_mean(momenta, worker, server, after, variant):
     """The two-phase compressed allreduce mean of the P workers' momenta (each (n,))."""
     P, n = len(momenta), momenta[0].numel()
     k = (n + P - 1) // P
-    q_workers, new_worker, inputs = [], [], {"worker": [], "server": []}
-    for r, m in enumerate(momenta):
-        c = torch.cat([m, torch.zeros(P * k - n)])
-        if variant != "no-worker-residual":
-            c = c + worker[r]
-        q, e = compress(c, k, after["worker"][r], variant)
-        q_workers.append(q)
-        new_worker.append(e if variant != "no-worker-residual" else torch.zeros_like(e))
-        inputs["worker"].append(c)
-    out, new_server = [], []
-    for j in range(P):
-        s = sum(q[j * k:(j + 1) * k] for q in q_workers) / P
-        if variant != "no-server-residual":
-            s = s + server[j]
-        q, e = compress(s, k, after["server"][j], variant)
-        out.append(q)
-        new_server.append(e if variant != "no-server-residual" else torch.zeros_like(e))
-        inputs["server"].append(s)
-    return torch.cat(out)[:n], new_worker, new_server, {key: torch.stack(v) for key, v in inputs.items()}
+    workers = [with_feedback(torch.cat([m, torch.zeros(P * k - n)]), worker[r], after["worker"][r], k, variant, "worker")
+               for r, m in enumerate(momenta)]
+    servers = [with_feedback(sum(q[j * k:(j + 1) * k] for q, _, _ in workers) / P, server[j], after["server"][j], k,
+                             variant, "server") for j in range(P)]
+    inputs = {"worker": torch.stack([c for _, _, c in workers]), "server": torch.stack([c for _, _, c in servers])}
+    return (torch.cat([q for q, _, _ in servers])[:n], [e for _, e, _ in workers], [e for _, e, _ in servers], inputs)
 
 
 def gradients(f, t, param, layout):
