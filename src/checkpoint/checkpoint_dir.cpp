@@ -101,10 +101,7 @@ std::optional<ResumeChoice> newest_valid(const fs::path& dir, MPI_Comm comm) {
   for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
     lines.push_back(listing.substr(at, end - at));
   const std::string latest_problem = lines[0], latest_file = lines[1], others = lines[2];
-  if (lines.size() == 3) {
-    if (others.empty()) return std::nullopt;  // no checkpoint file at all
-    throw Error("checkpoint.dir = " + dir.string() + " holds only other runs' checkpoints: " + others);
-  }
+  if (lines.size() == 3) return std::nullopt;  // no checkpoint file at all (the directory's run has one if any exists)
   const std::string note = others.empty() ? "" : "; " + others;
   std::string unusable;
   for (std::size_t i = 3; i < lines.size(); ++i) {

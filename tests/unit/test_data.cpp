@@ -192,6 +192,9 @@ TEST_CASE("prepare --train-tokenizer refuses text SentencePiece does not give ba
   CHECK(make_tokenizer(d.tokenizer, d.tokenizer_model)->decode(ids) != text);  // what the refusal was for
   o.accept_lossy = false;
   test::make_corpus(dir, 20000);
+  o.character_coverage = 0;
+  CHECK_THROWS_WITH(prepare_text(o, MPI_COMM_SELF), Catch::Contains("--character-coverage 0") && Catch::Contains("valid: 0 < F <= 1"));
+  o.character_coverage = 0.9995;
   o.vocab_size = 262;  // below the 259 byte and control pieces plus one per character
   CHECK_THROWS_WITH(prepare_text(o, MPI_COMM_SELF), Catch::Contains("--vocab-size 262 is too small") &&
                                                         Catch::Contains("needs at least ") &&
