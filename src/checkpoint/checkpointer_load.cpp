@@ -174,27 +174,27 @@ void Checkpointer::claim_lineage(bool scanned) {
   agree(grid_.comm(), [&] {
     if (grid_.rank() != 0) return;
     const std::string dir = cfg_.checkpoint.dir;
-    std::vector<fs::path> later, others;  // this lineage's later files; other runs'
+    std::vector<std::pair<fs::path, std::string>> later, others;  // (file, run): this lineage's later files; other runs'
     for (const auto& f : list_checkpoints(dir)) {
       const std::string run = checkpoint_run(f);
       if (run.empty()) continue;  // unreadable: it cannot be resumed from, and a commit may replace it
-      if (run != lineage_.run_id) others.push_back(f);
-      else if (checkpoint_step(f) > start_step_ && !scanned) later.push_back(f);
+      if (run != lineage_.run_id) others.emplace_back(f, run);
+      else if (checkpoint_step(f) > start_step_ && !scanned) later.emplace_back(f, run);
     }
     if (!later.empty()) {  // restarted from an older step of a lineage that went on: a branch
-      lineage_.branched_from = lineage_.run_id + "@" + std::to_string(start_step_);
-      lineage_.run_id = random_run_id();
-      log_.print("Lineage: run " + lineage_.branched_from.substr(0, lineage_.branched_from.find('@')) + " went on past step " +
-                 std::to_string(start_step_) + " here (" + later.front().filename().string() +
+      const std::string parent = lineage_.run_id;
+      lineage_ = {random_run_id(), parent + "@" + std::to_string(start_step_)};
+      log_.print("Lineage: run " + parent + " went on past step " +
+                 std::to_string(start_step_) + " here (" + later.front().first.filename().string() +
                  "), so this run is a branch: run " + lineage_.run_id + ", branched from it at step " +
                  std::to_string(start_step_) + "; its files are never deleted or replaced by this run\n");
       others.insert(others.end(), later.begin(), later.end());
     }
     std::string replaced;
-    for (const auto& f : others) {
+    for (const auto& [f, run] : others) {
       const long long s = checkpoint_step(f);
       if (s > start_step_ && s <= cfg_.train.steps && due(s))
-        replaced += (replaced.empty() ? "" : ", ") + f.filename().string() + " (run " + checkpoint_run(f) + ")";
+        replaced += (replaced.empty() ? "" : ", ") + f.filename().string() + " (run " + run + ")";
     }
     if (replaced.empty()) return;
     if (!cfg_.output.overwrite)
