@@ -1,31 +1,35 @@
 #!/usr/bin/env bash
 # gridtrain vs a plain PyTorch script on the same GPT, data, batch, threads and precision (fp32),
 # in one run, plus the machine's sgemm ceiling. Both run on 1 rank with THREADS threads, one after
-# the other, ROUNDS times, alternating, so that noise from the shared machine hits both.
-# Usage: bench/compare_pytorch.sh [STEPS] [THREADS] [ROUNDS]     (needs build/ and data/kjv.h5)
+# the other, ROUNDS times, alternating, so that noise from the shared machine hits both. The peer
+# is PyTorch eager at its fastest on the CPU: F.scaled_dot_product_attention and the multi-tensor
+# (foreach) AdamW, as gridtrain runs; PYTHON is the Python whose torch it uses (default
+# /usr/bin/python3, with the torch wheel whose C++ part gridtrain links: the same library).
+# Usage: bench/compare_pytorch.sh [STEPS] [THREADS] [ROUNDS] [MICRO_BATCH] [PYTHON]
+#   (needs build/ and data/kjv.h5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=${1:-60} threads=${2:-1} rounds=${3:-3}
-python=/usr/bin/python3
+steps=${1:-60} threads=${2:-1} rounds=${3:-3} mb=${4:-16} python=${5:-/usr/bin/python3}
 model=(--model.n_layer=4 --model.n_head=4 --model.n_embd=128 --model.block_size=128)
 out=$(mktemp -d)
 . scripts/mpi-env
 run_gridtrain() {
-  # 1 rank, global batch = micro batch = 16, no evaluation until the end.
+  # 1 rank, global batch = micro-batch, no evaluation until the end.
   OMP_NUM_THREADS=$threads build/gridtrain -i inputs/in.kjv-gpt "${model[@]}" --train.steps=$((steps + 3)) \
-    --train.micro_batch=16 --train.global_batch=16 --train.eval_interval=0 --train.eval_samples=1 \
-    --output.thermo=3 --output.dir="$out/gt" > "$out/gt.txt"
+    --train.micro_batch="$mb" --train.global_batch="$mb" --train.eval_interval=0 --train.eval_samples=1 \
+    --output.thermo=3 --checkpoint.dir=none --output.overwrite=true --output.dir="$out/gt" > "$out/gt.txt"
   # Tokens/s over the steps after the first 3 (warm-up), as the PyTorch script measures.
-  gt=$($python - "$out/gt/metrics.jsonl" <<'PY'
+  gt=$($python - "$out/gt/metrics.jsonl" "$mb" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+mb = int(sys.argv[2])
 # Each row's step_ms covers the steps since the previous row; skip rows up to step 3 (warm-up).
 ms = tokens = 0.0
 for prev, row in zip(rows, rows[1:]):
     if prev["step"] >= 3:
         n = row["step"] - prev["step"]
         ms += row["step_ms"] * n
-        tokens += n * 16 * 128
+        tokens += n * mb * 128
 print(f"{tokens / (ms / 1000):.1f}")
 PY
 )
@@ -34,8 +38,11 @@ PY
 }
 run_pytorch() {
   pt=$(OMP_NUM_THREADS=$threads $python bench/pytorch_gpt.py data/kjv.h5 --steps "$steps" --threads "$threads" \
+       --micro-batch "$mb" --attention sdpa \
        | grep -oE "[0-9.]+ tokens/s" | grep -oE "[0-9.]+")
 }
+echo "micro-batch $mb, T 128, $threads thread(s); gridtrain $(build/gridtrain --version | head -1);" \
+     "PyTorch $($python -c 'import torch; print(torch.__version__)'); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 for r in $(seq "$rounds"); do
   if ((r % 2)); then run_gridtrain; run_pytorch; else run_pytorch; run_gridtrain; fi  # alternate the order
   ratio=$($python -c "print(f'{$gt / $pt:.3f}')")

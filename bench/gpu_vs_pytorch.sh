@@ -4,10 +4,10 @@
 # attention, with F.scaled_dot_product_attention, and with SDPA + torch.compile. Prints tokens/s,
 # peak CUDA memory and gridtrain's ratio to each.
 # Usage: bench/gpu_vs_pytorch.sh [GRIDTRAIN] [STEPS] [PYTHON]
-#   (needs data/kjv.h5, a GPU, the cuda build, and a PyTorch with CUDA for PYTHON)
+#   (needs data/kjv.h5, a GPU, a build with the GPU path, and a PyTorch with CUDA for PYTHON)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-gridtrain=${1:-build-cuda/gridtrain} steps=${2:-60} python=${3:-python3}
+gridtrain=${1:-build/gridtrain} steps=${2:-60} python=${3:-python3}
 out=$(mktemp -d)
 shape=(--n-layer 12 --n-head 12 --n-embd 768 --block-size 1024 --micro-batch 16)
 "$gridtrain" -i inputs/in.gpt2-bytes --train.steps=$((steps + 10)) --output.thermo=10 --output.overwrite=true \

@@ -83,10 +83,10 @@ def main():
     cuda = a.device == "cuda"
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    # On a GPU the fused kernel, as nanoGPT does (the strongest baseline); on CPU one kernel per
-    # tensor op, the per-tensor loop gridtrain's CPU comparisons were measured against.
+    # The fastest eager AdamW on each device, as gridtrain runs: on a GPU the fused kernel (as
+    # nanoGPT does), on the CPU the multi-tensor (foreach) one.
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8, **(dict(fused=True) if cuda else dict(foreach=False)))
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8, **(dict(fused=True) if cuda else dict(foreach=True)))
     T = a.block_size
 
     def batch():

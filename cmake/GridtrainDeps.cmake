@@ -1,22 +1,6 @@
 # Third-party packages. Each failure says which package provides what is missing.
 
-if(GRIDTRAIN_CUDA)
-  # Before LibTorch's config, which compiles CUDA probes: CMake 3.25 knows nvcc only up to
-  # C++17, and the .cu files need no more.
-  set(CMAKE_CUDA_STANDARD 17)
-  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-  enable_language(CUDA)
-  # LibTorch's config rejects CMAKE_CUDA_ARCHITECTURES (it uses TORCH_CUDA_ARCH_LIST); our own
-  # kernels get theirs from GRIDTRAIN_CUDA_ARCHITECTURES (A100, H100/H200 by default).
-  set(GRIDTRAIN_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures of gridtrain's kernels")
-  unset(CMAKE_CUDA_ARCHITECTURES)
-  unset(CMAKE_CUDA_ARCHITECTURES CACHE)
-endif()
-
-find_package(Torch REQUIRED)  # Debian libtorch-dev, or any LibTorch via CMAKE_PREFIX_PATH
-# Every target shares std::string/STL types with LibTorch code, so every target needs its ABI
-# flags (a pip LibTorch may use _GLIBCXX_USE_CXX11_ABI=0).
-add_compile_options(${TORCH_CXX_FLAGS})
+include(GridtrainTorch)  # LibTorch 2.x; resolves GRIDTRAIN_CUDA=AUTO
 
 find_package(MPI REQUIRED COMPONENTS C)
 # We use the C API only; keep the deprecated MPI C++ bindings out of every translation unit.
@@ -40,31 +24,29 @@ find_package(PkgConfig REQUIRED)
 # sentencepiece, its training, and decoding in `gridtrain generate`.
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
-# The GPU path (cuda preset): nvcc for the compression kernels, NCCL for the device backend,
-# from the CUDA toolkit (/usr/local/cuda); LibTorch must be a CUDA build of the same major
-# version (scripts/fetch-libtorch-cuda).
+# The GPU path: nvcc for the compression kernels, NCCL for the device backend, from the CUDA
+# toolkit (/usr/local/cuda); LibTorch must be a CUDA build (PyPI's wheel is).
 if(GRIDTRAIN_CUDA)
   find_package(CUDAToolkit REQUIRED)
-  # Libraries the CUDA LibTorch needs that the toolkit lacks or has too old (NCCL), and the
-  # driver stub, from scripts/fetch-libtorch-cuda: for the linker, and NCCL for gridtrain too,
-  # since one process can hold only one libnccl.so.2. The header is the toolkit's.
-  set(GRIDTRAIN_CUDA_EXTRA_LIB "${TORCH_INSTALL_PREFIX}/../extra-lib")
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
-  if(NCCL_LIBRARY AND NOT EXISTS "${NCCL_LIBRARY}")  # e.g. from an earlier LibTorch's NCCL wheel
-    unset(NCCL_LIBRARY CACHE)
+  if(NOT TARGET torch_cuda)
+    message(FATAL_ERROR "GRIDTRAIN_CUDA needs a CUDA build of LibTorch, but ${GRIDTRAIN_TORCH_ROOT} is a "
+                        "CPU build: use PyPI's torch wheel (scripts/install-deps) or GRIDTRAIN_CUDA=OFF.")
   endif()
+  # One process can hold only one libnccl.so.2: gridtrain takes the one LibTorch loads (the
+  # wheel's nvidia-nccl where pip brought it, else the toolkit's). The header is the toolkit's.
+  set(GRIDTRAIN_TORCH_NVIDIA_LIBS "${GRIDTRAIN_TORCH_ROOT}/../nvidia")
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
-               HINTS ${GRIDTRAIN_CUDA_EXTRA_LIB} ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+               HINTS "${GRIDTRAIN_TORCH_NVIDIA_LIBS}/nccl" ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
   if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
     message(FATAL_ERROR "GRIDTRAIN_CUDA needs NCCL (nccl.h, libnccl.so): install it with the CUDA "
                         "toolkit or set NCCL_HOME.")
   endif()
-  if(NOT TARGET torch_cuda)
-    message(FATAL_ERROR "GRIDTRAIN_CUDA needs a CUDA build of LibTorch, but ${TORCH_INSTALL_PREFIX} "
-                        "is a CPU build: run scripts/fetch-libtorch-cuda and configure with --preset cuda.")
-  endif()
-  if(EXISTS "${GRIDTRAIN_CUDA_EXTRA_LIB}")
-    add_link_options("LINKER:-rpath-link,${GRIDTRAIN_CUDA_EXTRA_LIB}:${GRIDTRAIN_CUDA_EXTRA_LIB}/driver-stub")
-  endif()
-  add_link_options("LINKER:-rpath-link,${CUDAToolkit_LIBRARY_DIR}")
+  # The driver library is not part of the toolkit; LibTorch's NVRTC shim needs it by its soname.
+  # For linking where no driver is installed: its stub under that name (nothing loads it).
+  set(GRIDTRAIN_DRIVER_STUB_DIR "${PROJECT_BINARY_DIR}/driver-stub")
+  file(MAKE_DIRECTORY "${GRIDTRAIN_DRIVER_STUB_DIR}")
+  file(CREATE_LINK "${CUDAToolkit_LIBRARY_DIR}/stubs/libcuda.so" "${GRIDTRAIN_DRIVER_STUB_DIR}/libcuda.so.1" SYMBOLIC)
+  add_link_options("LINKER:-rpath-link,${GRIDTRAIN_DRIVER_STUB_DIR}:${CUDAToolkit_LIBRARY_DIR}")
 endif()

@@ -118,7 +118,7 @@ std::unique_ptr<Compressor> make_compressor(CompressorKind kind, Memory where) {
 #else
   if (where == Memory::Cuda)
     throw std::runtime_error("gradient compression on a CUDA device needs the GPU build of gridtrain "
-                             "(scripts/fetch-libtorch-cuda; cmake --preset cuda); this one was built for CPU only");
+                             "(configure where nvcc is found, or with -DGRIDTRAIN_CUDA=ON); this one was built for CPU only");
 #endif
   switch (kind) {
     case CompressorKind::Fp16: return std::make_unique<Fp16>();

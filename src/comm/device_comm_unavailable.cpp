@@ -8,8 +8,8 @@ namespace gridtrain {
 namespace {
 
 [[noreturn]] void no_cuda(const std::string& what) {
-  throw std::runtime_error(what + " needs the GPU build of gridtrain (scripts/fetch-libtorch-cuda; cmake --preset "
-                           "cuda); this one was built for CPU only");
+  throw std::runtime_error(what + " needs the GPU build of gridtrain (configure where nvcc is found, or with "
+                           "-DGRIDTRAIN_CUDA=ON); this one was built for CPU only");
 }
 
 }  // namespace

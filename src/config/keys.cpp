@@ -219,8 +219,8 @@ std::vector<Key> model_keys() {
                    "vocabulary size V; 0 = the dataset's vocab_size attribute", 0),
       enum_key("model.attention", GT_REF(model.attention),
                "causal self-attention kernel: sdpa (at::scaled_dot_product_attention: flash / memory-efficient "
-               "kernels on CUDA, the fused kernel on CPU; LibTorch >= 2.0), math (matmul, mask, softmax, matmul: "
-               "keeps (B, H, T, T) scores), auto = sdpa where the LibTorch has it, else math"),
+               "kernels on CUDA, the fused kernel on CPU), math (matmul, mask, softmax, matmul: keeps "
+               "(B, H, T, T) scores), auto = sdpa"),
       channels_key(),
   };
 }

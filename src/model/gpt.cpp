@@ -6,7 +6,6 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
-#include "gridtrain/util/error.hpp"
 #include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
@@ -23,8 +22,6 @@ std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
 
 }  // namespace
 
-bool sdpa_available() { return TORCH_VERSION_MAJOR >= 2; }
-
 CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp)
     : tp_(tp), n_head_(split(s.n_head, tp)), fused_(s.fused_attention) {
   c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, tp)));
@@ -35,9 +32,7 @@ CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp)
 
 // softmax(q kᵀ / sqrt(D) + causal mask) v over (B, H, T, D) heads.
 torch::Tensor CausalSelfAttention::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-#if TORCH_VERSION_MAJOR >= 2
   if (fused_) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
-#endif
   const auto T = q.size(2), D = q.size(3);
   // Scale q (B, H, T, D) rather than the scores (B, H, T, T), and mask in place: two fewer passes
   // over the largest activation (matmul's backward needs q and k, not its output).
@@ -261,11 +256,6 @@ void Gpt::initialize(std::uint64_t seed) {
   }
 }
 
-bool fused_attention(const Config& c) {
-  if (c.model.attention == Attention::Sdpa && !sdpa_available())
-    throw Error("model.attention = sdpa needs LibTorch >= 2.0 (at::scaled_dot_product_attention); this build has "
-                "LibTorch " TORCH_VERSION "; use model.attention = auto or math");
-  return c.model.attention == Attention::Sdpa || (c.model.attention == Attention::Auto && sdpa_available());
-}
+bool fused_attention(const Config& c) { return c.model.attention != Attention::Math; }
 
 }  // namespace gridtrain

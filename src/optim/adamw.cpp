@@ -1,15 +1,9 @@
 #include <cmath>
-#include <stdexcept>
 
 #include "gridtrain/optim/adamw.hpp"
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-#define GRIDTRAIN_FUSED_ADAMW 1  // _fused_adamw_ on CPU and CUDA
-#endif
-
 namespace gridtrain {
 
-#if TORCH_VERSION_MAJOR >= 2
 namespace {
 
 struct Lists {  // the slots' tensors as ATen tensor lists
@@ -29,66 +23,29 @@ Lists lists_of(std::span<AdamSlot> slots) {
 }
 
 }  // namespace
-#endif
 
-bool has_fused_adamw() {
-#ifdef GRIDTRAIN_FUSED_ADAMW
-  return true;
-#else
-  return false;
-#endif
+AdamKernels default_adam_kernels(bool cuda) { return cuda ? AdamKernels::Fused : AdamKernels::MultiTensor; }
+
+void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment) {
+  const Lists l = lists_of(slots);
+  at::_foreach_lerp_(l.exp_avg, l.grads, 1.0 - beta1);
+  if (!second_moment) return;
+  at::_foreach_mul_(l.exp_avg_sq, beta2);
+  at::_foreach_addcmul_(l.exp_avg_sq, l.grads, l.grads, 1.0 - beta2);
 }
 
-AdamKernels default_adam_kernels(bool cuda) {
-  if (cuda && has_fused_adamw()) return AdamKernels::Fused;
-  return TORCH_VERSION_MAJOR >= 2 ? AdamKernels::MultiTensor : AdamKernels::PerTensor;
-}
-
-void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment, AdamKernels k) {
-#if TORCH_VERSION_MAJOR >= 2
-  if (k != AdamKernels::PerTensor) {
-    const Lists l = lists_of(slots);
-    at::_foreach_lerp_(l.exp_avg, l.grads, 1.0 - beta1);
-    if (!second_moment) return;
-    at::_foreach_mul_(l.exp_avg_sq, beta2);
-    at::_foreach_addcmul_(l.exp_avg_sq, l.grads, l.grads, 1.0 - beta2);
-    return;
-  }
-#endif
-  (void)k;
-  for (auto& s : slots) {
-    const auto& g = s.p.param.grad();
-    s.exp_avg.lerp_(g, 1.0 - beta1);
-    if (second_moment) s.exp_avg_sq.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
-  }
-}
-
-void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay,
-                AdamKernels k) {
-#if TORCH_VERSION_MAJOR >= 2
-  if (k != AdamKernels::PerTensor) {
-    const Lists l = lists_of(slots);
-    if (weight_decay != 0.0 && !l.decayed.empty()) at::_foreach_mul_(l.decayed, 1.0 - lr * weight_decay);
-    auto denom = at::_foreach_sqrt(l.exp_avg_sq);
-    at::_foreach_div_(denom, bc2_sqrt);
-    at::_foreach_add_(denom, eps);
-    at::_foreach_addcdiv_(l.params, l.exp_avg, denom, -lr / bc1);
-    return;
-  }
-#endif
-  (void)k;
-  for (auto& s : slots) {
-    auto& p = s.p.param;
-    if (s.decay && weight_decay != 0.0) p.mul_(1.0 - lr * weight_decay);
-    p.addcdiv_(s.exp_avg, (s.exp_avg_sq.sqrt() / bc2_sqrt).add_(eps), -lr / bc1);
-  }
+void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay) {
+  const Lists l = lists_of(slots);
+  if (weight_decay != 0.0 && !l.decayed.empty()) at::_foreach_mul_(l.decayed, 1.0 - lr * weight_decay);
+  auto denom = at::_foreach_sqrt(l.exp_avg_sq);
+  at::_foreach_div_(denom, bc2_sqrt);
+  at::_foreach_add_(denom, eps);
+  at::_foreach_addcdiv_(l.params, l.exp_avg, denom, -lr / bc1);
 }
 
 AdamW::AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay,
              AdamKernels kernels)
     : beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay), kernels_(kernels) {
-  if (kernels == AdamKernels::Fused && !has_fused_adamw())
-    throw std::invalid_argument("AdamW: _fused_adamw_ needs LibTorch >= 2.4");
   for (auto& p : params) {
     const bool decay = p.decays();
     slots_.push_back({p, torch::zeros_like(p.param), torch::zeros_like(p.param), decay});
@@ -98,7 +55,6 @@ AdamW::AdamW(std::vector<NamedParameter> params, double beta1, double beta2, dou
 
 // Two calls, as weight decay applies to the decay slots only; the kernel takes t from step_t_.
 void AdamW::fused_step(double lr) {
-#ifdef GRIDTRAIN_FUSED_ADAMW
   step_t_.fill_(static_cast<double>(steps_));  // a kernel launch with a host scalar, no synchronisation
   for (const bool decay : {true, false}) {
     std::vector<torch::Tensor> params, grads, exp_avg, exp_avg_sq;
@@ -114,9 +70,6 @@ void AdamW::fused_step(double lr) {
     at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, steps, lr, beta1_, beta2_,
                       decay ? wd_ : 0.0, eps_, /*amsgrad=*/false, /*maximize=*/false);
   }
-#else
-  (void)lr;  // unreachable: the constructor refuses Fused
-#endif
 }
 
 void AdamW::step(double lr) {
@@ -128,15 +81,8 @@ void AdamW::step(double lr) {
   }
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, static_cast<double>(steps_)));
-  if (kernels_ == AdamKernels::MultiTensor) {
-    adam_moments(slots_, beta1_, beta2_, /*second_moment=*/true, kernels_);
-    adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_, kernels_);
-    return;
-  }
-  for (auto& s : slots_) {  // one tensor at a time: its four buffers stay in cache between the two passes
-    adam_moments({&s, 1}, beta1_, beta2_, /*second_moment=*/true, kernels_);
-    adam_apply({&s, 1}, lr, bc1, bc2_sqrt, eps_, wd_, kernels_);
-  }
+  adam_moments(slots_, beta1_, beta2_, /*second_moment=*/true);
+  adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_);
 }
 
 std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots) {

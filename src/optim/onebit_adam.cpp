@@ -33,10 +33,9 @@ void OnebitAdam::step(double lr) {
   // The second moment stops at the freeze step, and so does its bias correction.
   const double t2 = static_cast<double>(compressed ? freeze_ : steps_);
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t2));
-  const AdamKernels kernels = default_adam_kernels();
-  adam_moments(slots_, beta1_, beta2_, /*second_moment=*/!compressed, kernels);  // compressed: the local momentum
+  adam_moments(slots_, beta1_, beta2_, /*second_moment=*/!compressed);  // compressed: the local momentum
   if (compressed) compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_, feedback_, "1-bit Adam momentum");
-  adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_, kernels);
+  adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> OnebitAdam::rank_state() {

@@ -1,4 +1,4 @@
-// The GPU path against the CPU spec (cuda build; skipped with a message where no GPU is
+// The GPU path against the CPU spec (a build with the GPU path; skipped with a message where no GPU is
 // visible): the CUDA compression kernels give the CPU kernels' bytes, the nccl backend gives
 // MPI's results for the plain and the compressed allreduce, and training on the GPU follows the
 // CPU run and checkpoints to a file the CPU resumes, and the step makes the host wait for the

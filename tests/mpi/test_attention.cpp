@@ -1,8 +1,6 @@
-// model.attention: the fused kernel (at::scaled_dot_product_attention, LibTorch >= 2.0) computes
-// what the written-out attention computes — loss and every gradient to 1e-5 relative in fp32 —
-// on one rank, with tensor parallelism (local heads, tp = 2) and on a pipeline stage that takes
-// activations. On a LibTorch without it (Debian's 1.13), auto falls back to math and sdpa is a
-// clear error.
+// model.attention: the fused kernel (at::scaled_dot_product_attention) computes what the
+// written-out attention computes — loss and every gradient to 1e-5 relative in fp32 — on one rank,
+// with tensor parallelism (local heads, tp = 2) and on a pipeline stage that takes activations.
 #include <catch2/catch.hpp>
 
 #include "gridtrain/config/config.hpp"
@@ -56,13 +54,6 @@ void check_same(const ModelLayout& layout, bool activations_in) {
 }  // namespace
 
 TEST_CASE("model.attention = sdpa computes the math path's loss and gradients", "[np2]") {
-  if (!sdpa_available()) {  // LibTorch 1.13: auto is math, and sdpa says what it needs
-    CHECK_THROWS_WITH(make_model(attention_config(Attention::Sdpa), DataShape{64}),
-                      Catch::Contains("model.attention = sdpa needs LibTorch >= 2.0"));
-    CHECK(plan_model(attention_config(Attention::Auto), DataShape{64}, {})->activation_bytes(4, 4) ==
-          plan_model(attention_config(Attention::Math), DataShape{64}, {})->activation_bytes(4, 4));
-    return;
-  }
   SECTION("one rank, the whole model") { check_same({}, false); }
   SECTION("tp = 2: each rank its local heads") {
     Grid grid(MPI_COMM_WORLD, GridShape{1, 2, 1});

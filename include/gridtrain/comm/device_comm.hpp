@@ -6,7 +6,7 @@
 // for the work queued on the compute stream, and its Work completes (Work::test) after making
 // the compute stream wait for the operation's end.
 //
-// Only the cuda build (cmake --preset cuda) implements it; the CPU build's factory throws.
+// Only a build with the GPU path (GRIDTRAIN_CUDA) implements it; a CPU-only build's factory throws.
 #pragma once
 #include <cstddef>
 #include <memory>

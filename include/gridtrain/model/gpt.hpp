@@ -24,10 +24,8 @@ struct GptShape {
   bool fused_attention = false;  ///< at::scaled_dot_product_attention instead of the written-out math
 };
 
-/// Whether this LibTorch has at::scaled_dot_product_attention (2.0 and later).
-bool sdpa_available();
-/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used.
-/// Throws gridtrain::Error for sdpa on a LibTorch that lacks it (< 2.0).
+/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used
+/// (sdpa or auto) rather than the written-out math.
 bool fused_attention(const Config& c);
 
 /// This rank's part of a GPT for a layout: its parameters' shards and its costs.

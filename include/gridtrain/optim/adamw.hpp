@@ -14,23 +14,18 @@ struct AdamSlot {
   bool decay;                         // >= 2-D weights only
 };
 
-/// How the update runs, all the same arithmetic: one kernel per tensor op (any LibTorch); ATen's
-/// multi-tensor _foreach_* kernels, a few launches for all parameters (LibTorch >= 2.0); or ATen's
-/// _fused_adamw_, one pass over each tensor for the whole update (LibTorch >= 2.4; AdamW::step
-/// only, the split helpers below run it as MultiTensor).
-enum class AdamKernels { PerTensor, MultiTensor, Fused };
-/// The fastest this LibTorch has for parameters on a GPU (cuda = true: Fused) or CPU (MultiTensor),
-/// falling back to PerTensor on LibTorch 1.13.
+/// How AdamW::step runs, the same arithmetic either way: ATen's multi-tensor _foreach_* kernels, a
+/// few launches for all parameters; or ATen's _fused_adamw_, one pass over each tensor for the whole
+/// update (the split helpers below are always multi-tensor).
+enum class AdamKernels { MultiTensor, Fused };
+/// The faster for parameters on a GPU (cuda = true: Fused) or the CPU (MultiTensor).
 AdamKernels default_adam_kernels(bool cuda = false);
-/// True where this LibTorch has _fused_adamw_.
-bool has_fused_adamw();
 
 /// m ← β1 m + (1 − β1) g (as lerp) and, with second_moment, v ← β2 v + (1 − β2) g², for every slot.
-void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment, AdamKernels k);
+void adam_moments(std::span<AdamSlot> slots, double beta1, double beta2, bool second_moment);
 /// p ← p·(1 − lr·wd) − lr/bc1 · m / (sqrt(v)/bc2_sqrt + ε) for every slot (wd on decay slots only),
 /// given the bias corrections bc1 = 1 − β1^t, bc2_sqrt = sqrt(1 − β2^t).
-void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay,
-                AdamKernels k);
+void adam_apply(std::span<AdamSlot> slots, double lr, double bc1, double bc2_sqrt, double eps, double weight_decay);
 /// "<param>/exp_avg" and "<param>/exp_avg_sq" of every slot.
 std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
 
@@ -39,7 +34,6 @@ std::vector<NamedParameter> adam_state(std::vector<AdamSlot>& slots);
 /// p ← p − lr/(1 − β1^t) · m / (sqrt(v)/sqrt(1 − β2^t) + ε).
 class AdamW : public Optimizer {
  public:
-  /// kernels = Fused on a LibTorch without it throws std::invalid_argument.
   AdamW(std::vector<NamedParameter> params, double beta1, double beta2, double eps, double weight_decay,
         AdamKernels kernels);
   void step(double lr) override;
