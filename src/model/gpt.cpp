@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/model/gelu.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
 #include "gridtrain/util/hash.hpp"
 
@@ -58,7 +59,7 @@ Mlp::Mlp(const GptShape& s, Axis* tp) : tp_(tp) {
 }
 
 torch::Tensor Mlp::forward(const torch::Tensor& x) {
-  auto h = torch::gelu(c_fc_->forward(tp_ ? copy_to_tp(x, *tp_) : x), "tanh");  // (B, T, 4C/tp)
+  auto h = gelu_tanh(c_fc_->forward(tp_ ? copy_to_tp(x, *tp_) : x));  // (B, T, 4C/tp)
   if (!tp_) return c_proj_->forward(h);
   return reduce_from_tp(torch::nn::functional::linear(h, c_proj_->weight), *tp_) + c_proj_->bias;
 }
