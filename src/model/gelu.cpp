@@ -25,8 +25,8 @@ float backward_one(float dy, float x) {
 }
 
 // e^x for 8 floats (Cephes expf): e^x = 2^n e^r with n = round(x / ln 2) and r = x − n ln 2 in
-// [−ln 2 / 2, ln 2 / 2], ln 2 split in two parts so that r is exact, e^r by its degree-7 Taylor
-// polynomial fitted by Cephes (relative error below 2e-7). x is clamped to [−88, 88], where e^x
+// [−ln 2 / 2, ln 2 / 2], ln 2 split in two parts so that r is exact, e^r by Cephes' fitted
+// degree-7 polynomial (relative error below 2e-7). x is clamped to [−88, 88], where e^x
 // is 0 (n = −127 builds a zero) at the low end and 1.7e38 at the high one: finite, so that s·e
 // below stays a number where σ underflows to 0. A NaN x comes out finite here; the callers
 // multiply by x, which carries it through.
