@@ -34,10 +34,9 @@ if(GRIDTRAIN_CUDA)
   endif()
   # One process can hold only one libnccl.so.2: gridtrain takes the one LibTorch loads (the
   # wheel's nvidia-nccl where pip brought it, else the toolkit's). The header is the toolkit's.
-  set(GRIDTRAIN_TORCH_NVIDIA_LIBS "${GRIDTRAIN_TORCH_ROOT}/../nvidia")
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
-               HINTS "${GRIDTRAIN_TORCH_NVIDIA_LIBS}/nccl" ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR}
+               HINTS "${GRIDTRAIN_TORCH_ROOT}/../nvidia/nccl" ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR}
                PATH_SUFFIXES lib lib64)
   if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
     message(FATAL_ERROR "GRIDTRAIN_CUDA needs NCCL (nccl.h, libnccl.so): install it with the CUDA "
