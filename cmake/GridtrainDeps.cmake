@@ -18,6 +18,7 @@ endif()
 find_package(Boost 1.71 REQUIRED COMPONENTS program_options)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of prepared corpora
 find_package(ZLIB REQUIRED)  # gzipped IDX image sets (prepare idx)
+find_package(nlohmann_json 3.10 REQUIRED)  # safetensors headers and transformers configs (export, import)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 # SentencePiece (Google's C++ library; Debian libsentencepiece-dev): prepare --tokenizer

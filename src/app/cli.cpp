@@ -16,6 +16,7 @@
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/prepare_idx.hpp"
 #include "gridtrain/default_deck.hpp"
+#include "gridtrain/interop/hf.hpp"
 #include "gridtrain/plan/dry_run.hpp"
 #include "gridtrain/plan/predict.hpp"
 #include "gridtrain/util/error.hpp"
@@ -45,6 +46,10 @@ constexpr const char* kUsage =
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain generate CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
     "                     [--device cpu|cuda]                         sample text from a checkpoint (one rank)\n"
+    "  gridtrain export CKPT --format hf --output DIR [--max-shard-mb MB]\n"
+    "                                                                 a transformers model directory (one rank)\n"
+    "  gridtrain import DIR --output CKPT                             a transformers model as a weights-only\n"
+    "                                                                 checkpoint (for checkpoint.init_from)\n"
     "  gridtrain --help | --version\n";
 
 std::string read_deck(const std::string& path) {
@@ -196,6 +201,35 @@ int generate_main(const std::vector<std::string>& args, Log& log) {
   return 0;
 }
 
+// `export` and `import`: one rank, options as generate's.
+int interop_main(const std::string& verb, const std::vector<std::string>& args, Log& log) {
+  HfExportOptions ex;
+  HfImportOptions im;
+  std::string format;
+  po::options_description desc("gridtrain " + verb);
+  desc.add_options()("input", po::value(verb == "export" ? &ex.checkpoint : &im.input)->required(),
+                     verb == "export" ? "checkpoint file" : "transformers model directory")(
+      "output", po::value(verb == "export" ? &ex.output : &im.output)->required(), "what to write");
+  if (verb == "export")
+    desc.add_options()("format", po::value(&format)->required(), "hf")(
+        "max-shard-mb", po::value(&ex.max_shard_mb)->default_value(ex.max_shard_mb), "safetensors shard size, MB");
+  po::positional_options_description positional;
+  positional.add("input", 1);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw Error(verb + ": " + e.what() + "\n" + kUsage);
+  }
+  if (verb == "export" && format != "hf") throw Error("export: --format " + format + ": valid: hf");
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks > 1) throw Error(verb + " runs on one rank; start it without mpirun (or with -np 1)");
+  log.print(verb == "export" ? export_hf(ex) : import_hf(im));
+  return 0;
+}
+
 int run(int argc, char** argv, int rank, Log& log) {
   std::vector<std::string> args(argv + 1, argv + argc);
   // Help, for any verb, before the verbs' options are checked: help never requires other options.
@@ -207,6 +241,8 @@ int run(int argc, char** argv, int rank, Log& log) {
   }
   if (!args.empty() && args.front() == "prepare") return prepare_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "generate") return generate_main({args.begin() + 1, args.end()}, log);
+  if (!args.empty() && (args.front() == "export" || args.front() == "import"))
+    return interop_main(args.front(), {args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "predict") return predict_main({args.begin() + 1, args.end()}, log);
   if (!args.empty() && args.front() == "inspect") {
     if (args.size() != 2) throw Error(std::string("inspect: expected one checkpoint file\n") + kUsage);

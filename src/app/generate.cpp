@@ -25,18 +25,22 @@ std::int64_t sample_next(torch::Tensor logits, double temperature, int top_k, at
   return at::multinomial(torch::softmax(logits, 0), 1, /*replacement=*/false, gen).item<std::int64_t>();
 }
 
-// The model of the checkpoint's deck, whole, with the checkpoint's weights; and its tokenizer.
-std::pair<std::shared_ptr<Model>, std::unique_ptr<Tokenizer>> load_model(const std::string& path) {
+}  // namespace
+
+InferenceModel load_language_model(const std::string& path) {
   auto file = CheckpointFile::open(path, MPI_COMM_SELF);
   file.check_header();
   const Config cfg = parse_config(h5_read_attr_string(file.root(), "deck"), path + " (its deck)", {});
   if (!language_model(cfg))
     throw Error(path + ": a " + name_of(cfg.model.type) + " checkpoint; generate samples text from language models");
-  H5Id data(H5Gopen2(file.root(), "/data", H5P_DEFAULT), "cannot open /data");
-  // Files from before the tokenizer was recorded were all byte-level.
-  const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
-  const std::string tokenizer_model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
-  auto tokenizer = make_tokenizer(name, tokenizer_model);
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (H5Lexists(file.root(), "/data", H5P_DEFAULT) > 0) {  // an imported file (weights only) has no corpus
+    H5Id data(H5Gopen2(file.root(), "/data", H5P_DEFAULT), "cannot open /data");
+    // Files from before the tokenizer was recorded were all byte-level.
+    const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
+    const std::string model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
+    tokenizer = make_tokenizer(name, model);
+  }
   // The vocabulary as training resolved it: model.vocab_size, or (0) the data's, which is its tokenizer's.
   const int vocab = cfg.model.vocab_size > 0 ? cfg.model.vocab_size : tokenizer->vocab_size();
   auto model = make_model(cfg, DataShape{vocab});
@@ -48,8 +52,6 @@ std::pair<std::shared_ptr<Model>, std::unique_ptr<Tokenizer>> load_model(const s
   return {model, std::move(tokenizer)};
 }
 
-}  // namespace
-
 std::string generate_text(const GenerateOptions& o) {
   if (o.prompt.empty()) throw Error("generate: --prompt is empty; give at least one character");
   if (o.max_new_tokens < 0 || o.temperature < 0 || o.top_k < 0)
@@ -57,10 +59,13 @@ std::string generate_text(const GenerateOptions& o) {
   std::shared_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   try {
-    std::tie(model, tokenizer) = load_model(o.checkpoint);
+    std::tie(model, tokenizer) = load_language_model(o.checkpoint);
   } catch (const std::runtime_error& e) {  // gridtrain::Error included: its message gets the file
     throw Error("generate: checkpoint '" + o.checkpoint + "': " + e.what());
   }
+  if (!tokenizer)
+    throw Error("generate: checkpoint '" + o.checkpoint + "' holds imported weights without a tokenizer; train from "
+                "it (checkpoint.init_from) on a corpus prepared with the model's tokenizer, then generate");
   const torch::Device device(o.device);
   if (device.is_cuda() && !torch::cuda::is_available())
     throw Error("generate: --device " + o.device + ", but no CUDA device is visible to this build");

@@ -45,6 +45,9 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     start_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
+  } else if (cfg_.checkpoint.init_from != "none") {
+    const WholeParameters whole(parameters(), /*adopt=*/true);
+    checkpointer_->load_weights(cfg_.checkpoint.init_from, *model_, *optimizer_);
   }
 }
 

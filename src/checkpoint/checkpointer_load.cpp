@@ -74,6 +74,9 @@ std::string Checkpointer::check_corpus(hid_t data) const {
 std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
   const hid_t root = file.root();
   file.check_header();
+  if (h5_has_attr(root, "weights_only"))
+    throw Error("holds weights only (" + h5_read_attr_string(root, "weights_only") + "): no optimizer state or data "
+                "position to resume from; start a fresh run from it with checkpoint.init_from");
   H5Id optim(H5Gopen2(root, "/optim", H5P_DEFAULT), "group /optim is missing");
   const std::string type = h5_read_attr_string(optim, "type");
   if (type != name_of(opt.type()))  // the file's spelling against the deck's
@@ -143,22 +146,7 @@ ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer&
   });
   read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
   read_phase(path, "reading the header", [&] { data_note = read_header(*file, opt, at); });
-  torch::NoGradGuard no_grad;
-  // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global
-  // shapes make any layout load any other.
-  for (const auto& e : entries(model, opt)) {
-    read_phase(path, "dataset " + e.name, [&] {
-      const Slab slab = slab_of(e);
-      auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
-      file->read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
-      if (slab.elements() == 0) return;
-      const bool piece = !e.local_shape.empty();  // ZeRO: read the whole tensor, keep this rank's piece
-      const auto whole = piece ? torch::zeros(e.local_shape, e.local.options()) : e.local;
-      auto rows = slab_rows(whole, slab);
-      rows.copy_(host.view(rows.sizes()));
-      if (piece) e.local.copy_(whole.view(-1).narrow(0, e.offset, e.local.numel()));
-    });
-  }
+  read_tensors(path, *file, entries(model, opt));
   read_phase(path, "per-rank state", [&] { reset_feedback = read_rank_state(*file, opt); });
   read_phase(path, "closing", [&] { file->close(); });
   start_step_ = at.step;
@@ -168,6 +156,52 @@ ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer&
              (reset_feedback ? "; error-feedback residuals start at zero (written on another grid)" : "") + data_note +
              "\n");
   return at;
+}
+
+// Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global shapes
+// make any layout load any other.
+void Checkpointer::read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors) {
+  torch::NoGradGuard no_grad;
+  for (const auto& e : tensors) {
+    read_phase(path, "dataset " + e.name, [&] {
+      const Slab slab = slab_of(e);
+      auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
+      file.read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
+      if (slab.elements() == 0) return;
+      const bool piece = !e.local_shape.empty();  // ZeRO: read the whole tensor, keep this rank's piece
+      const auto whole = piece ? torch::zeros(e.local_shape, e.local.options()) : e.local;
+      auto rows = slab_rows(whole, slab);
+      rows.copy_(host.view(rows.sizes()));
+      if (piece) e.local.copy_(whole.view(-1).narrow(0, e.offset, e.local.numel()));
+    });
+  }
+}
+
+void Checkpointer::load_weights(const std::string& path, Model& model, Optimizer& opt) {
+  std::vector<Entry> weights;
+  for (const auto& e : entries(model, opt))
+    if (e.name.starts_with("/model/")) weights.push_back(e);
+  std::optional<CheckpointFile> file;
+  read_phase(path, "checking the file", [&] {
+    if (!fs::exists(path)) throw Error("file not found (checkpoint.init_from)");
+    if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("not an HDF5 file (truncated or corrupt?)");
+  });
+  read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
+  read_phase(path, "checking its model", [&] {
+    file->check_header();
+    std::set<std::string> have;
+    for (const auto& d : file->datasets())
+      if (d.starts_with("/model/")) have.insert(d);
+    for (const auto& e : weights)
+      if (!have.erase(e.name))
+        throw Error("has no tensor " + e.name + " of this run's model (another model type or size? its deck: "
+                    "`gridtrain inspect " + path + "`)");
+    if (!have.empty())
+      throw Error("holds " + *have.begin() + ", which this run's model lacks (another model type or size?)");
+  });
+  read_tensors(path, *file, weights);
+  read_phase(path, "closing", [&] { file->close(); });
+  log_.print("Initialized the weights from " + path + " (checkpoint.init_from; optimizer state and step start fresh)\n");
 }
 
 void Checkpointer::claim_lineage(bool scanned) {

@@ -73,8 +73,26 @@ void apply(const po::parsed_options& parsed, const std::string& where, Config& c
   }
 }
 
+// The llama's keys: grouped-query heads, rotary pairs; the other models have no such keys.
+void check_llama(const Config& c, std::vector<std::string>& errors) {
+  const auto& m = c.model;
+  if (m.type != ModelType::Llama) {
+    if (m.n_kv_head != 0)
+      errors.push_back("model.n_kv_head = " + std::to_string(m.n_kv_head) + " is a llama key, but model.type = " +
+                       name_of(m.type) + "; valid: 0, or model.type = llama");
+    return;
+  }
+  if (m.n_kv_head > m.n_head || (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0))
+    errors.push_back("model.n_kv_head = " + std::to_string(m.n_kv_head) + " does not divide model.n_head = " +
+                     std::to_string(m.n_head) + "; valid: 0 (= n_head) or a divisor of n_head");
+  if (m.n_embd % m.n_head == 0 && (m.n_embd / m.n_head) % 2 != 0)
+    errors.push_back("model.n_embd / model.n_head = " + std::to_string(m.n_embd / m.n_head) +
+                     " is odd; rotary embeddings rotate pairs of a head's features: valid: an even head width");
+}
+
 // Checks that involve more than one key (those involving the world size live in the grid/app).
 void check_consistency(const Config& c, std::vector<std::string>& errors) {
+  check_llama(c, errors);
   if (c.model.n_embd % c.model.n_head != 0)
     errors.push_back("model.n_embd = " + std::to_string(c.model.n_embd) + " is not divisible by model.n_head = " +
                      std::to_string(c.model.n_head) + "; valid: a multiple of n_head");

@@ -209,8 +209,9 @@ std::vector<Key> grid_keys() {
 std::vector<Key> model_keys() {
   return {
       enum_key("model.type", GT_REF(model.type),
-               "model family: gpt (language model on a token corpus), cnn (image classifier on an image set "
-               "from `gridtrain prepare idx`)"),
+               "model family: gpt (GPT-2-style language model on a token corpus), llama (Llama 2/3 decoder: "
+               "RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, no biases), cnn (image classifier on "
+               "an image set from `gridtrain prepare idx`)"),
       int_key<int>("model.n_layer", GT_REF(model.n_layer), "transformer blocks L", 1),
       int_key<int>("model.n_head", GT_REF(model.n_head), "attention heads H per block", 1),
       int_key<int>("model.n_embd", GT_REF(model.n_embd), "embedding width C (divisible by n_head)", 1),
@@ -222,6 +223,18 @@ std::vector<Key> model_keys() {
                "kernels on CUDA, the fused kernel on CPU), math (matmul, mask, softmax, matmul: keeps "
                "(B, H, T, T) scores), auto = sdpa"),
       channels_key(),
+      int_key<int>("model.n_kv_head", GT_REF(model.n_kv_head),
+                   "llama: key/value heads of grouped-query attention (Ainslie et al. 2023), dividing n_head; "
+                   "0 = n_head (multi-head attention)", 0),
+      int_key<int>("model.ffn_hidden", GT_REF(model.ffn_hidden),
+                   "llama: SwiGLU MLP width F; 0 = Llama's rule, 8C/3 rounded up to a multiple of model.multiple_of", 0),
+      int_key<int>("model.multiple_of", GT_REF(model.multiple_of),
+                   "llama: what the SwiGLU width is rounded up to a multiple of when model.ffn_hidden = 0", 1),
+      real_key("model.norm_eps", GT_REF(model.norm_eps), "llama: RMSNorm epsilon", 0.0, true),
+      real_key("model.rope_theta", GT_REF(model.rope_theta),
+               "llama: rotary position embedding base theta (Su et al. 2021; Llama 2 1e4, Llama 3 5e5)", 1.0, true),
+      bool_key("model.tie_embeddings", GT_REF(model.tie_embeddings),
+               "llama: the output head is the token embedding (Press & Wolf 2017); gpt always ties"),
   };
 }
 
@@ -363,6 +376,10 @@ std::vector<Key> checkpoint_keys() {
       resume_key("none; auto (checkpoint.dir's newest checkpoint that passes its checksums, `latest` first; start "
                  "fresh only where there is no checkpoint file); a checkpoint file, a directory of them, or a "
                  "`latest` pointer. --restart PATH sets it"),
+      text_key("checkpoint.init_from", GT_REF(checkpoint.init_from),
+               "none, or a checkpoint file whose weights a fresh run starts from (fine-tuning: a fresh optimizer, "
+               "step 0, any layout; `gridtrain import` writes such files from transformers models); a run that "
+               "resumes continues from its own checkpoint instead"),
   };
 }
 

@@ -6,17 +6,15 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/gelu.hpp"
+#include "gridtrain/model/language_model.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
-#include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
 namespace {
 
 torch::nn::LayerNorm layer_norm(std::int64_t c) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c})); }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+using lm::ends_with;
 
 // Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
 std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
@@ -93,13 +91,7 @@ std::vector<std::string> GptPlan::names() const {
 }
 
 std::int64_t GptPlan::parameters() const {
-  std::int64_t n = 0;
-  for (const auto& name : names()) {
-    std::int64_t elements = 1;
-    for (auto d : local_shape(shard(name), tp_size())) elements *= d;
-    n += elements;
-  }
-  return n;
+  return lm::local_elements(names(), [this](const std::string& n) { return shard(n); }, tp_size());
 }
 
 Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : plan_(s, layout) {
@@ -162,9 +154,7 @@ torch::Tensor Gpt::embed(const torch::Tensor& idx) {
   auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
   gather(kWte);
   gather(kWpe);
-  const auto start = plan_.tp_rank() * wte_->weight.size(0);
-  auto tokens = plan_.tp() ? vocab_parallel_embedding(idx, wte_->weight, start, *plan_.tp()) : wte_->forward(idx);
-  auto x = release(kWpe, tokens + wpe_->forward(pos));  // (B, T, C)
+  auto x = release(kWpe, lm::embed(idx, wte_->weight, plan_.tp()) + wpe_->forward(pos));  // (B, T, C)
   return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 
@@ -187,21 +177,8 @@ torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tens
   const int ln_f = kBlocks + static_cast<int>(h_.size());
   gather(ln_f);
   gather(kWte);
-  return release(kWte, release(ln_f, head_loss(ln_f_->forward(hidden), targets)));
-}
-
-torch::Tensor Gpt::head_loss(const torch::Tensor& x, const torch::Tensor& targets) {
-  const auto flat_targets = targets.reshape({-1});
-  if (!plan_.tp()) {
-    auto logits = torch::nn::functional::linear(x, wte_->weight).view({-1, shape().vocab_size}).to(torch::kFloat);
-    return torch::nn::functional::cross_entropy(
-        logits, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-  }
-  Axis& tp = *plan_.tp();
-  const auto rows = wte_->weight.size(0);
-  auto logits = torch::nn::functional::linear(copy_to_tp(x, tp), wte_->weight).view({-1, rows});  // (B·T, V/tp)
-  return vocab_parallel_cross_entropy(logits, flat_targets, tp.rank() * rows,
-                                      valid_rows(shard("wte.weight"), tp.rank(), tp.size()), tp);
+  auto loss = lm::head_loss(ln_f_->forward(hidden), wte_->weight, targets, shard("wte.weight"), plan_.tp());
+  return release(kWte, release(ln_f, loss));
 }
 
 torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
@@ -215,8 +192,7 @@ torch::Tensor Gpt::logits(const torch::Tensor& idx) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> Gpt::split(const torch::Tensor& rows) const {
-  const auto T = shape().block_size;  // rows (B, T + 1)
-  return {rows.slice(1, 0, T), rows.slice(1, 1, T + 1)};
+  return lm::split_windows(rows, shape().block_size);
 }
 
 torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
@@ -239,13 +215,8 @@ double GptPlan::flops_per_item() const {
 }
 
 void Gpt::initialize(std::uint64_t seed) {
-  torch::NoGradGuard no_grad;
   const double std_residual = 0.02 / std::sqrt(2.0 * shape().n_layer);
-  for (auto& p : named_parameters(/*recurse=*/true)) {
-    const std::string& name = p.key();
-    const ShardSpec spec = shard(name);
-    auto full = torch::empty(spec.global_shape, p.value().options());
-    auto gen = at::detail::createCPUGenerator(splitmix64(seed ^ fnv1a(name)));
+  auto fill = [&](const std::string& name, torch::Tensor& full, at::Generator& gen) {
     if (ends_with(name, ".bias")) {
       full.zero_();
     } else if (name.starts_with("ln_") || name.find(".ln_") != std::string::npos) {
@@ -253,8 +224,9 @@ void Gpt::initialize(std::uint64_t seed) {
     } else {
       full.normal_(0.0, ends_with(name, "c_proj.weight") ? std_residual : 0.02, gen);
     }
-    p.value().copy_(take_shard(full, spec, plan_.tp_rank(), plan_.tp_size()));
-  }
+  };
+  lm::initialize(
+      *this, [this](const std::string& n) { return shard(n); }, plan_.tp_rank(), plan_.tp_size(), seed, fill);
 }
 
 bool fused_attention(const Config& c) { return c.model.attention != Attention::Math; }

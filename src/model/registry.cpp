@@ -7,6 +7,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/cnn.hpp"
 #include "gridtrain/model/gpt.hpp"
+#include "gridtrain/model/llama.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
@@ -26,6 +27,28 @@ std::vector<std::string> gpt_layout_problems(const Config& c, int tp, int) {
           "; tensor parallelism splits the attention heads"};
 }
 
+std::int64_t kv_heads(const Config& c) { return c.model.n_kv_head > 0 ? c.model.n_kv_head : c.model.n_head; }
+
+// Llama's SwiGLU width rule (Touvron et al. 2023; Meta's reference model.py): two thirds of 4C,
+// rounded up to a multiple of multiple_of; or model.ffn_hidden as given.
+std::int64_t ffn_hidden(const Config& c) {
+  if (c.model.ffn_hidden > 0) return c.model.ffn_hidden;
+  const std::int64_t m = c.model.multiple_of, f = 8 * static_cast<std::int64_t>(c.model.n_embd) / 3;
+  return m * ((f + m - 1) / m);
+}
+
+std::vector<std::string> llama_layout_problems(const Config& c, int tp, int pp) {
+  auto problems = gpt_layout_problems(c, tp, pp);
+  const auto t = std::to_string(tp);
+  if (kv_heads(c) % tp != 0)
+    problems.push_back("model.n_kv_head = " + std::to_string(kv_heads(c)) + " is not divisible by grid.tp = " + t +
+                       "; tensor parallelism splits the key/value heads (valid: grid.tp dividing n_kv_head)");
+  if (ffn_hidden(c) % tp != 0)
+    problems.push_back("the SwiGLU width " + std::to_string(ffn_hidden(c)) + " (model.ffn_hidden) is not divisible by "
+                       "grid.tp = " + t + "; tensor parallelism splits it");
+  return problems;
+}
+
 std::vector<std::string> cnn_layout_problems(const Config&, int tp, int pp) {
   if (tp == 1 && pp == 1) return {};
   return {"model.type = cnn is data parallel only, but grid.tp = " + std::to_string(tp) + " and grid.pp = " +
@@ -34,6 +57,12 @@ std::vector<std::string> cnn_layout_problems(const Config&, int tp, int pp) {
 
 GptShape gpt_shape(const Config& c, const DataShape& d) {
   return {d.vocab_size, c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd, fused_attention(c)};
+}
+
+LlamaShape llama_shape(const Config& c, const DataShape& d) {
+  const auto& m = c.model;
+  return {d.vocab_size,   m.block_size, m.n_layer,   m.n_head,         kv_heads(c),
+          m.n_embd,       ffn_hidden(c), m.norm_eps, m.rope_theta, m.tie_embeddings, fused_attention(c)};
 }
 
 CnnShape cnn_shape(const Config& c, const DataShape& d) { return {d.channels, d.height, d.width, d.classes, c.model.channels}; }
@@ -56,6 +85,14 @@ const Entry& entry(const Config& cfg) {
           return std::make_unique<CnnPlan>(cnn_shape(c, d));
         },
         [](const Config&) { return 1; }, cnn_layout_problems, false}},
+      {ModelType::Llama,
+       {[](const Config& c, const DataShape& d, const ModelLayout& l) -> std::shared_ptr<Model> {
+          return std::make_shared<Llama>(llama_shape(c, d), l);
+        },
+        [](const Config& c, const DataShape& d, const ModelLayout& l) -> std::unique_ptr<ModelPlan> {
+          return std::make_unique<LlamaPlan>(llama_shape(c, d), l);
+        },
+        [](const Config& c) { return c.model.n_layer; }, llama_layout_problems, true}},
   };
   return registry.at(cfg.model.type);  // every ModelType is registered
 }

@@ -13,15 +13,18 @@ using namespace gridtrain::test;
 
 namespace {
 
-// A GPT that every layout below can split: 8 heads (tp up to 8), 4 layers (pp up to 4); clipping
-// is active on every step, so the global norm must be right for the weights to agree.
-Config model_3d(const std::string& dir, int steps, int dp, int tp, int pp) {
+// A language model of `family` that every layout below can split: 8 heads (tp up to 8; a Llama
+// has 4 key/value heads, 8 at tp = 8), 4 layers (pp up to 4); clipping is active on every step,
+// so the global norm must be right for the weights to agree.
+Config model_3d(const std::string& dir, int steps, int dp, int tp, int pp, const std::string& family = "gpt") {
   Config c = tiny(dir, steps, 8);
   c.model.n_layer = 4;
   c.model.n_head = 8;
   c.model.n_embd = 32;
   c.optim.clip_grad = 0.1;
   c.grid.dp = dp, c.grid.tp = tp, c.grid.pp = pp;
+  c = as_family(c, family);
+  if (c.model.type == ModelType::Llama && tp > c.model.n_kv_head) c.model.n_kv_head = tp;
   return c;
 }
 
@@ -59,47 +62,55 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
 }  // namespace
 
 TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
-  const auto dir = shared_dir("layouts");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("layouts-" + family);
   Log quiet(false);
   // (2,1,4) has 2 micro-batches for 4 stages: fewer micro-batches than stages.
   for (auto [dp, tp, pp] : {std::array{2, 2, 2}, {1, 2, 4}, {2, 1, 4}, {4, 2, 1}, {1, 8, 1}}) {
     CAPTURE(dp, tp, pp);
-    Config c = model_3d(dir, 6, dp, tp, pp);
+    Config c = model_3d(dir, 6, dp, tp, pp, family);
     c.checkpoint.dir = dir + "/ckpt-" + std::to_string(dp) + std::to_string(tp) + std::to_string(pp);
     Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
     const auto got = t.run();
     // The dry run's count, made without building the model, is what this rank holds.
     const LaunchPlan plan = plan_launch(c, t.grid().shape().size());
     CHECK(plan_model(c, DataShape{256}, model_layout(plan, t.grid()))->parameters() == count_parameters(t.model()));
-    check_against_one_rank(c, got, model_3d(dir, 6, 1, 1, 1));
+    Config one = model_3d(dir, 6, 1, 1, 1, family);
+    one.model.n_kv_head = c.model.n_kv_head;  // the layout's model (8 key/value heads at tp = 8)
+    check_against_one_rank(c, got, one);
   }
 }
 
 TEST_CASE("a vocabulary that tp does not divide (257 over tp = 2) is padded and computes the same", "[np8]") {
-  const auto dir = shared_dir("vocab257");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("vocab257-" + family);
   Log quiet(false);
-  Config c = model_3d(dir, 4, 2, 2, 2);
+  Config c = model_3d(dir, 4, 2, 2, 2, family);
   c.model.vocab_size = 257;
   c.checkpoint.dir = dir + "/ckpt";
   const auto got = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
-  Config one = model_3d(dir, 4, 1, 1, 1);
+  Config one = model_3d(dir, 4, 1, 1, 1, family);
   one.model.vocab_size = 257;
   check_against_one_rank(c, got, one);
 }
 
 TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training continues", "[np8]") {
-  const auto dir = shared_dir("reshard3d");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("reshard3d-" + family);
   Log quiet(false);
-  Config first = model_3d(dir, 4, 2, 2, 2);
+  Config first = model_3d(dir, 4, 2, 2, 2, family);
   first.checkpoint.dir = dir + "/ckpt";
   Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
-  Config second = model_3d(dir, 6, 4, 1, 2);
+  Config second = model_3d(dir, 6, 4, 1, 2, family);
   second.checkpoint.dir = first.checkpoint.dir;
   second.checkpoint.resume = {Resume::Mode::Auto, ""};
   Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
   REQUIRE(resumed.start_step() == 4);
   const auto rest = resumed.run();
-  Trainer straight(model_3d(dir, 6, 1, 1, 1), MPI_COMM_SELF, quiet, 1.0);
+  Trainer straight(model_3d(dir, 6, 1, 1, 1, family), MPI_COMM_SELF, quiet, 1.0);
   const auto want = straight.run();
   REQUIRE(rest.losses.size() == 2);
   for (int s = 4; s < 6; ++s) CHECK(rel(rest.losses[s - 4], want.losses[s]) <= 1e-5);

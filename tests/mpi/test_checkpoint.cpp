@@ -28,11 +28,13 @@ std::string load_error(const Config& c, MPI_Comm comm) {
 }  // namespace
 
 TEST_CASE("resume is bit-exact, inside the warmup and at its end", "[np2]") {
-  const auto dir = shared_dir("resume");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("resume-" + family);
   for (int k : {2, 4}) {
     CAPTURE(k);
     check_resume([&](int steps) {
-      Config c = tiny(dir, steps, 4);
+      Config c = as_family(tiny(dir, steps, 4), family);
       c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k);
       return c;
     }, k, 8);

@@ -22,9 +22,9 @@ int world_size() {
   return n;
 }
 
-// tiny() on every rank as dp, 2 micro-batches per step, clipping active on every step.
-Config zero_config(const std::string& dir, int steps, int stage) {
-  Config c = tiny(dir, steps, 4 * world_size());
+// tiny() (as `family`) on every rank as dp, 2 micro-batches per step, clipping active on every step.
+Config zero_config(const std::string& dir, int steps, int stage, const std::string& family = "gpt") {
+  Config c = as_family(tiny(dir, steps, 4 * world_size()), family);
   c.optim.clip_grad = 0.1;
   c.optim.zero_stage = stage;
   return c;
@@ -50,10 +50,12 @@ RunResult run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD) {
 }  // namespace
 
 TEST_CASE("ZeRO stages 1, 2 and 3 train as stage 0 over 20 steps (AdamW; SGD with momentum)", "[np2][np4]") {
-  const auto dir = shared_dir("zero-eq");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("zero-eq-" + family);
   for (auto type : {OptimizerType::AdamW, OptimizerType::Sgd}) {
     CAPTURE(name_of(type));
-    Config c = zero_config(dir, 20, 0);
+    Config c = zero_config(dir, 20, 0, family);
     c.optim.type = type;
     const auto want = run(c);
     for (int stage : {1, 2, 3}) {
@@ -68,11 +70,14 @@ TEST_CASE("ZeRO stages 1, 2 and 3 train as stage 0 over 20 steps (AdamW; SGD wit
 
 TEST_CASE("ZeRO at (dp, tp, pp) = (2, 2, 2) trains as stage 0 (the tied embedding's shard summed over pp)",
           "[np8]") {
-  const auto dir = shared_dir("zero-3d");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("zero-3d-" + family);
   Config c = tiny(dir, 20, 8);
   c.model.n_layer = 4;
   c.model.n_head = 8;
   c.model.n_embd = 32;
+  c = as_family(c, family);
   c.optim.clip_grad = 0.1;
   c.grid.dp = c.grid.tp = c.grid.pp = 2;
   c.comm.bucket_mb = 0.05;  // ~13k floats: the embedding shares a bucket, laid out differently on each stage
@@ -96,11 +101,13 @@ TEST_CASE("ZeRO stage 3 validates with fewer windows on one dp rank than on anot
 }
 
 TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
-  const auto dir = shared_dir("zero-resume");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("zero-resume-" + family);
   for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
     check_resume([&](int steps) {
-      Config c = zero_config(dir, steps, stage);
+      Config c = zero_config(dir, steps, stage, family);
       c.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
       return c;
     }, 4, 8);

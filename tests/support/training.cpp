@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "corpus.hpp"
@@ -40,6 +41,16 @@ Config tiny(const std::string& dir, int steps, int global_batch) {
   c.optim.warmup_steps = 4;
   c.optim.decay_steps = 8;  // schedule independent of train.steps, so a short run is a prefix
   c.output.dir = dir + "/out";
+  return c;
+}
+
+Config as_family(Config c, const std::string& family) {
+  if (family == "gpt") return c;
+  REQUIRE((family == "llama" || family == "llama-tied"));
+  c.model.type = ModelType::Llama;
+  c.model.n_kv_head = std::max(1, c.model.n_head / 2);
+  c.model.multiple_of = 8;
+  c.model.tie_embeddings = family == "llama-tied";
   return c;
 }
 

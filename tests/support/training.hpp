@@ -17,6 +17,11 @@ std::string shared_dir(const std::string& name);
 /// A 2-layer GPT on dir's corpus, micro-batch 2, warmup 4 and decay 8 steps (so that a short
 /// run is a prefix of a longer one).
 Config tiny(const std::string& dir, int steps, int global_batch);
+/// The language-model families the equivalence tests run: "gpt" (c as it is), "llama" (the same
+/// sizes as a Llama with n_head / 2 key/value heads, untied) and "llama-tied" (tied embeddings).
+inline const std::vector<std::string> kLanguageModels = {"gpt", "llama", "llama-tied"};
+/// c as `family` of kLanguageModels.
+Config as_family(Config c, const std::string& family);
 /// A 2-stage CNN (channels 4, 8) on dir's image set (make_images), micro-batch 4, the same
 /// schedule as tiny.
 Config tiny_cnn(const std::string& dir, int steps, int global_batch);

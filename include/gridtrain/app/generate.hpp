@@ -3,9 +3,23 @@
 // model whole, its global tensors fill it, and its recorded tokenizer decodes the tokens.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 namespace gridtrain {
+
+class Model;
+class Tokenizer;
+
+/// A language model whole on this rank with a checkpoint's weights, and the run's tokenizer
+/// (null for an imported checkpoint, which records none).
+using InferenceModel = std::pair<std::shared_ptr<Model>, std::unique_ptr<Tokenizer>>;
+
+/// The model of the checkpoint's deck with its global tensors (any layout wrote it). Throws
+/// std::runtime_error naming what is wrong (gridtrain::Error for a model that is not a language
+/// model).
+InferenceModel load_language_model(const std::string& path);
 
 struct GenerateOptions {
   std::string checkpoint;        ///< a checkpoint file (step-XXXXXXXX.h5)

@@ -86,6 +86,11 @@ class Checkpointer {
   /// different corpus (unless data.allow_change), or checkpoint.dir files of another lineage this
   /// run would replace. A read that fails on some ranks only aborts the job (see above).
   ResumePoint load(const std::string& path, Model& model, Optimizer& opt);
+  /// Loads only the weights of path into model (checkpoint.init_from), whatever layout or
+  /// optimizer wrote it; opt's state stays as it is (fresh). Collective. Throws gridtrain::Error naming the file for the problems
+  /// load() names and for a file whose model tensors are not exactly the model's (one missing, one
+  /// the model lacks: another model type or size).
+  void load_weights(const std::string& path, Model& model, Optimizer& opt);
 
   int saves() const { return saves_; }
   double stall_s() const { return stall_s_; }  ///< step-loop time spent in save()
@@ -128,6 +133,8 @@ class Checkpointer {
   std::string read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at);
   std::string check_corpus(hid_t data) const;
   bool read_rank_state(CheckpointFile& file, Optimizer& opt);
+  /// Reads the tensors of file into this rank's parts of them (phased as load()).
+  void read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors);
   /// After a load: the lineage (run_id) this run continues. The loaded run's, unless
   /// checkpoint.dir holds a later checkpoint of that run which a directory scan did not pass over
   /// as unusable: then this run is a branch and gets a new run_id (its files record

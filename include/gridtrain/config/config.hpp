@@ -16,7 +16,7 @@ namespace gridtrain {
 
 // Enum-valued keys. Each enum's deck spellings are enum_names(E{}), indexed by the enumerator's
 // value; name_of(e) gives one back for messages and the effective-config echo.
-enum class ModelType { Gpt, Cnn };
+enum class ModelType { Gpt, Cnn, Llama };
 enum class Attention { Auto, Sdpa, Math };
 enum class OptimizerType { AdamW, Sgd, OnebitAdam };
 enum class LrDecay { Cosine, Linear, Constant };
@@ -31,7 +31,7 @@ enum class Backend { Auto, Mpi, Nccl };
 enum class NonfiniteFault { None, Loss, Grad };
 enum class TimerMode { Wall, Sync };
 
-constexpr auto enum_names(ModelType) { return std::array{"gpt", "cnn"}; }
+constexpr auto enum_names(ModelType) { return std::array{"gpt", "cnn", "llama"}; }
 constexpr auto enum_names(Attention) { return std::array{"auto", "sdpa", "math"}; }
 constexpr auto enum_names(OptimizerType) { return std::array{"adamw", "sgd", "onebit_adam"}; }
 constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "constant"}; }
@@ -74,6 +74,12 @@ struct Config {
     int vocab_size = 0;    ///< 0 = take it from the dataset's vocab_size attribute
     Attention attention = Attention::Auto;  ///< auto: sdpa where the LibTorch has it (>= 2.0)
     std::vector<int> channels = {32, 64};  ///< cnn: output channels per stage
+    int n_kv_head = 0;         ///< llama: key/value heads (grouped-query attention); 0 = n_head
+    int ffn_hidden = 0;        ///< llama: SwiGLU width F; 0 = Llama's rule from multiple_of
+    int multiple_of = 256;     ///< llama: F = multiple_of · ceil((8C/3) / multiple_of) when ffn_hidden = 0
+    double norm_eps = 1e-5;    ///< llama: RMSNorm epsilon
+    double rope_theta = 1e4;   ///< llama: rotary embedding base θ
+    bool tie_embeddings = false;  ///< llama: output head = the token embedding (gpt always ties)
   } model;
   struct Data {
     std::string path = "data/kjv.h5";  ///< a token file, a directory of shard files, or a glob
@@ -138,6 +144,7 @@ struct Config {
     int keep_last = 3;         ///< checkpoints kept (older ones are deleted)
     bool async = false;        ///< write in the background (needs MPI_THREAD_MULTIPLE)
     Resume resume;
+    std::string init_from = "none";  ///< a fresh run starts from this checkpoint's weights only
     bool enabled() const { return dir != "none"; }
   } checkpoint;
   struct Output {

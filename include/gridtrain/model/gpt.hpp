@@ -130,7 +130,6 @@ class Gpt : public Model {
   torch::Tensor embed(const torch::Tensor& idx);     // (B, T) -> (B, T, C)
   torch::Tensor run_blocks(torch::Tensor x);         // (B, T, C) -> (B, T, C)
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
-  torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& targets);  // ln_f's output → (B·T,) fp32
 
   GptPlan plan_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};

@@ -1,0 +1,164 @@
+// Llama 2/3 decoder (Touvron et al. 2023), computed as Hugging Face transformers'
+// LlamaForCausalLM computes it: token embedding, n_layer pre-norm blocks of RMSNorm (Zhang &
+// Sennrich 2019), causal grouped-query self-attention (Ainslie et al. 2023) with rotary position
+// embeddings (Su et al. 2021, transformers' rotate-half convention: feature i pairs with
+// i + D/2), RMSNorm, SwiGLU MLP (Shazeer 2020); final RMSNorm; no biases; the output head tied to
+// the embedding or its own (model.tie_embeddings).
+//
+// Parameter names are transformers' own, so that export and import map names one to one:
+// model.embed_tokens.weight, model.layers.<i>.{input_layernorm,post_attention_layernorm}.weight,
+// model.layers.<i>.self_attn.{q,k,v,o}_proj.weight, model.layers.<i>.mlp.{gate,up,down}_proj.weight,
+// model.norm.weight, lm_head.weight (untied only); <i> is the global layer index.
+//
+// Tensor parallel (Megatron-LM): q/k/v and gate/up are column-parallel (rank r holds query heads
+// [r·H/tp, (r+1)·H/tp) and their key/value heads [r·Hkv/tp, (r+1)·Hkv/tp), and F/tp of the MLP
+// width), o and down row-parallel; the embedding and the head are vocabulary-parallel (rows
+// padded to a multiple of tp); the RMSNorm weights are replicated. Pipeline parallel as the GPT:
+// the first stage holds the embedding, the last model.norm and the head (with pp > 1 and tied
+// embeddings its own copy of the embedding, whose gradient the trainer sums with the first's).
+#pragma once
+#include "gridtrain/comm/axis.hpp"
+#include "gridtrain/model/model.hpp"
+
+namespace gridtrain {
+
+struct LlamaShape {
+  std::int64_t vocab_size, block_size, n_layer, n_head, n_kv_head, n_embd, ffn_hidden;
+  double norm_eps, rope_theta;
+  bool tie_embeddings;
+  bool fused_attention;  ///< at::scaled_dot_product_attention instead of the written-out math
+  std::int64_t head_dim() const { return n_embd / n_head; }
+};
+
+/// This rank's part of a Llama for a layout: its parameters' shards and its costs.
+class LlamaPlan : public ModelPlan {
+ public:
+  LlamaPlan(const LlamaShape& s, const ModelLayout& layout);
+  const LlamaShape& shape() const { return s_; }
+  const ModelLayout& layout() const { return layout_; }
+  bool first_stage() const { return layout_.stage == 0; }
+  bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
+  Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
+  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
+  int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }
+  /// The output head's parameter: lm_head.weight, or the embedding when tied.
+  std::string head_name() const { return s_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"; }
+  /// This rank's parameter names, in the module's registration order.
+  std::vector<std::string> names() const;
+  /// Throws std::invalid_argument for a name that is not a Llama parameter.
+  ShardSpec shard(const std::string& name) const;
+  std::int64_t parameters() const override;
+  /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B), N the whole model's
+  /// parameters with the SwiGLU and grouped-query projections, the vocabulary matrix counted once
+  /// (as the head: an untied input embedding is a lookup, no multiply).
+  double flops_per_item() const override;
+  int units() const override { return static_cast<int>(layout_.layers) + 2; }  // embedding, blocks, norm + head
+  std::int64_t items_per_sample() const override { return s_.block_size; }
+  const char* item() const override { return "token"; }
+  const char* flops_formula() const override { return "6N + 12LCT per token"; }
+  std::string samples() const override { return "sequences of " + std::to_string(s_.block_size) + " tokens"; }
+  /// (B, T, C).
+  std::vector<std::int64_t> activation_shape(int micro_batch) const override {
+    return {micro_batch, s_.block_size, s_.n_embd};
+  }
+  /// Per layer of this stage b·T·C·(8 + (4 + 4·Hkv/H + 8·F/C + scores)/t) bytes at 2-byte
+  /// activations, counted as Korthikanti et al. 2022 §4.2 count the GPT's: the block input, the
+  /// two RMSNorm inputs and outputs replicated; q, k, v, the attention output and the SwiGLU's
+  /// gate, up, silu(gate) and product split by tp; scores 5·H·T/C for math attention. Plus on
+  /// the last stage the fp32 logits and their softmax, 8·b·T·V/t.
+  double activation_bytes(int micro_batch, int elem_bytes) const override;
+
+ private:
+  LlamaShape s_;
+  ModelLayout layout_;  // tp null when of size 1; layers resolved
+};
+
+/// RMSNorm: x · rsqrt(mean(x², -1) + eps) in fp32, cast back to x's type, times weight (C,).
+class RmsNorm : public torch::nn::Module {
+ public:
+  RmsNorm(std::int64_t c, double eps);
+  torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
+
+ private:
+  torch::Tensor weight_;
+  double eps_;
+};
+
+/// Rotary tables: cos and sin (T, D) fp32 of position t and feature i, angle t·θ^(−2(i mod D/2)/D).
+struct Rope {
+  torch::Tensor cos, sin;
+};
+
+class LlamaAttention : public torch::nn::Module {
+ public:
+  LlamaAttention(const LlamaShape& s, Axis* tp);
+  /// x (B, T, C) at positions rope rows [0, T) → (B, T, C).
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope);
+
+ private:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+  Axis* tp_;
+  std::int64_t n_head_, n_kv_head_, head_dim_;  // heads on this tp rank
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  bool fused_;
+};
+
+class LlamaMlp : public torch::nn::Module {
+ public:
+  LlamaMlp(const LlamaShape& s, Axis* tp);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> down(silu(gate x) · up x), (B, T, C)
+
+ private:
+  Axis* tp_;
+  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+};
+
+class LlamaBlock : public torch::nn::Module {
+ public:
+  LlamaBlock(const LlamaShape& s, Axis* tp);
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope);  // (B, T, C) -> (B, T, C)
+
+ private:
+  std::shared_ptr<RmsNorm> input_layernorm_, post_attention_layernorm_;
+  std::shared_ptr<LlamaAttention> self_attn_;
+  std::shared_ptr<LlamaMlp> mlp_;
+};
+
+class Llama : public Model {
+ public:
+  explicit Llama(const LlamaShape& s, const ModelLayout& layout = {});
+  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
+  torch::Tensor stage_forward(const torch::Tensor& input) override;
+  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  torch::Tensor logits(const torch::Tensor& idx) override;
+  bool first_stage() const override { return plan_.first_stage(); }
+  bool last_stage() const override { return plan_.last_stage(); }
+  /// Tied: the embedding on the first stage and on the last (the head's copy); untied: none.
+  std::vector<std::string> tied_parameters() const override;
+  std::string describe() const override;
+  ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }
+  const ModelPlan& plan() const override { return plan_; }
+  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
+  /// Weights ~ N(0, 0.02) (transformers' initializer_range), the residual projections o_proj and
+  /// down_proj ~ N(0, 0.02/sqrt(2·L)) (GPT-2's scaling), RMSNorm weights 1; each tensor drawn whole
+  /// from its own generator seeded by (seed, name), then this rank's shard taken.
+  void initialize(std::uint64_t seed) override;
+  /// embedding 0, block i of this stage 1 + i, model.norm with lm_head 1 + layers; the tied head
+  /// gathers the embedding (unit 0) with the norm.
+  int unit_of(const std::string& name) const override;
+  const LlamaShape& shape() const { return plan_.shape(); }
+
+ private:
+  torch::Tensor run_blocks(torch::Tensor x);  // (B, T, C) -> (B, T, C)
+  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
+  torch::Tensor& head_weight();
+
+  LlamaPlan plan_;
+  Rope rope_;  // (block_size, D), buffers
+  torch::nn::Embedding embed_tokens_{nullptr};
+  std::vector<std::shared_ptr<LlamaBlock>> layers_;
+  std::shared_ptr<RmsNorm> norm_;
+  torch::nn::Linear lm_head_{nullptr};
+};
+
+}  // namespace gridtrain

@@ -1,0 +1,137 @@
+// gridtrain export --format hf: a checkpoint's global tensors → a transformers model directory.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/interop/hf.hpp"
+#include "gridtrain/interop/safetensors.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/util/h5.hpp"
+#include "hf_names.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gridtrain {
+namespace {
+
+using json = nlohmann::json;
+
+// The config.json of transformers' LlamaConfig / GPT2Config for cfg; the vocabulary and the
+// llama's SwiGLU width as the checkpoint's tensors have them (the deck may leave them to the data
+// and to the multiple_of rule).
+json hf_config(const Config& cfg, CheckpointFile& file) {
+  const auto& m = cfg.model;
+  if (m.type == ModelType::Gpt) {
+    const auto vocab = file.shape_of("/model/wte.weight")[0];
+    return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", vocab},
+            {"n_positions", m.block_size}, {"n_embd", m.n_embd}, {"n_layer", m.n_layer}, {"n_head", m.n_head},
+            {"n_inner", nullptr}, {"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5},
+            {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"initializer_range", 0.02},
+            {"scale_attn_weights", true}, {"tie_word_embeddings", true}, {"use_cache", true}, {"dtype", "float32"}};
+  }
+  const auto vocab = file.shape_of("/model/model.embed_tokens.weight")[0];
+  const auto ffn = file.shape_of("/model/model.layers.0.mlp.gate_proj.weight")[0];
+  const int kv = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", vocab},
+          {"hidden_size", m.n_embd}, {"num_hidden_layers", m.n_layer}, {"num_attention_heads", m.n_head},
+          {"num_key_value_heads", kv}, {"intermediate_size", ffn}, {"head_dim", m.n_embd / m.n_head}, {"hidden_act", "silu"},
+          {"max_position_embeddings", m.block_size}, {"rms_norm_eps", m.norm_eps}, {"rope_theta", m.rope_theta},
+          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", m.rope_theta}}}, {"rope_scaling", nullptr},
+          {"attention_bias", false}, {"mlp_bias", false}, {"tie_word_embeddings", m.tie_embeddings},
+          {"initializer_range", 0.02}, {"pretraining_tp", 1}, {"use_cache", true}, {"dtype", "float32"}};
+}
+
+void write_json(const fs::path& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw Error(path.string() + ": cannot write the file");
+}
+
+// The tensors under transformers' names and layouts, in the checkpoint's order.
+std::vector<SafeTensorOut> hf_tensors(CheckpointFile& file, ModelType type) {
+  std::vector<SafeTensorOut> out;
+  for (const auto& dataset : file.datasets()) {
+    if (!dataset.starts_with("/model/")) continue;
+    const auto shape = file.shape_of(dataset);
+    hf::WholeTensor t{dataset.substr(7), {shape.begin(), shape.end()}, {}};
+    std::size_t n = 1;
+    for (auto d : shape) n *= d;
+    t.data.resize(n);
+    file.read(dataset, DType::F32, shape, Slab::all(shape), t.data.data(), false);
+    if (hf::transposed(type, t.name)) t = hf::transpose(std::move(t));
+    out.push_back({hf::to_hf(type, t.name), std::move(t.shape), std::move(t.data)});
+  }
+  return out;
+}
+
+// model.safetensors, or shards of at most max_bytes each with their index.
+std::string write_weights(const fs::path& dir, std::vector<SafeTensorOut> tensors, double max_bytes) {
+  std::vector<std::vector<SafeTensorOut>> shards(1);
+  double bytes = 0, total = 0;
+  for (auto& t : tensors) {
+    const double b = static_cast<double>(t.data.size() * sizeof(float));
+    if (!shards.back().empty() && bytes + b > max_bytes) shards.emplace_back(), bytes = 0;
+    bytes += b, total += b;
+    shards.back().push_back(std::move(t));
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  if (shards.size() == 1) {
+    write_safetensors((dir / "model.safetensors").string(), shards[0], metadata);
+    return "model.safetensors";
+  }
+  json weight_map = json::object();
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    for (const auto& t : shards[i]) weight_map[t.name] = name;
+    write_safetensors((dir / name).string(), shards[i], metadata);
+  }
+  write_json(dir / "model.safetensors.index.json",
+             {{"metadata", {{"total_size", static_cast<std::uint64_t>(total)}}}, {"weight_map", weight_map}});
+  return std::to_string(shards.size()) + " shards + model.safetensors.index.json";
+}
+
+// tokenizer.model + tokenizer_config.json where the run had a SentencePiece model; a caveat otherwise.
+std::string write_tokenizer(CheckpointFile& file, const fs::path& dir, const Config& cfg) {
+  if (!file.exists("/tokenizer/model"))
+    return "note: the model is byte-level (token i is byte i); no transformers tokenizer matches bytes exactly, "
+           "so none is written: encode text as its UTF-8 bytes\n";
+  std::ofstream(dir / "tokenizer.model", std::ios::binary) << h5_read_bytes(file.root(), "/tokenizer/model");
+  write_json(dir / "tokenizer_config.json",
+             {{"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", cfg.model.block_size},
+              {"add_bos_token", false}, {"add_eos_token", false}, {"legacy", false}});
+  return "wrote tokenizer.model (the run's SentencePiece model) and tokenizer_config.json\n";
+}
+
+}  // namespace
+
+std::string export_hf(const HfExportOptions& o) {
+  try {
+    auto file = CheckpointFile::open(o.checkpoint, MPI_COMM_SELF);
+    file.check_header();
+    const Config cfg = parse_config(h5_read_attr_string(file.root(), "deck"), o.checkpoint + " (its deck)", {});
+    const ModelType type = cfg.model.type;
+    if (type != ModelType::Gpt && type != ModelType::Llama)
+      throw Error(std::string("model.type = ") + name_of(type) + " has no transformers counterpart; valid: gpt, llama");
+    fs::create_directories(o.output);
+    const fs::path dir(o.output);
+    auto tensors = hf_tensors(file, type);
+    const std::size_t count = tensors.size();
+    const std::string weights = write_weights(dir, std::move(tensors), o.max_shard_mb * 1e6);
+    write_json(dir / "config.json", hf_config(cfg, file));
+    write_json(dir / "generation_config.json", {{"do_sample", false}, {"max_length", cfg.model.block_size}});
+    const std::string tokenizer = write_tokenizer(file, dir, cfg);
+    file.close();
+    return "Exported " + o.checkpoint + " (" + name_of(type) + ", " + std::to_string(count) + " tensors) to " +
+           o.output + ": config.json, generation_config.json, " + weights + "\n" + tokenizer;
+  } catch (const Error& e) {
+    throw Error("export: " + std::string(e.what()));
+  } catch (const std::exception& e) {
+    throw Error("export: checkpoint '" + o.checkpoint + "': " + e.what());
+  }
+}
+
+}  // namespace gridtrain

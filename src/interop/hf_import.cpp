@@ -1,0 +1,217 @@
+// gridtrain import: a transformers model directory → a weights-only gridtrain checkpoint.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/interop/hf.hpp"
+#include "gridtrain/interop/safetensors.hpp"
+#include "gridtrain/model/gpt.hpp"
+#include "gridtrain/model/llama.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/util/h5.hpp"
+#include "gridtrain/version.hpp"
+#include "hf_names.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gridtrain {
+namespace {
+
+using json = nlohmann::json;
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot read the file");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(path.string() + ": not JSON: " + e.what());
+  }
+}
+
+// Reads config.json's keys, refusing by name what gridtrain does not compute.
+class HfConfig {
+ public:
+  explicit HfConfig(const fs::path& path) : path_(path.string()), j_(read_json(path)) {}
+  template <class T>
+  T get(const std::string& key) const {
+    if (!j_.contains(key)) throw Error(path_ + ": key '" + key + "' is missing");
+    try {
+      return j_.at(key).get<T>();
+    } catch (const json::exception&) {
+      throw Error(path_ + ": key '" + key + "' = " + j_.at(key).dump() + " has the wrong type");
+    }
+  }
+  template <class T>
+  T get(const std::string& key, T fallback) const {
+    return has(key) ? get<T>(key) : fallback;
+  }
+  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const json& raw() const { return j_; }
+  /// Throws unless key is absent, null or `want`.
+  void require(const std::string& key, const json& want, const std::string& why) const {
+    if (has(key) && j_.at(key) != want)
+      throw Error(path_ + ": " + key + " = " + j_.at(key).dump() + " is not supported (" + why + "); valid: " +
+                  want.dump());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  json j_;
+};
+
+void llama_model(const HfConfig& hc, Config::Model& m) {
+  m.type = ModelType::Llama;
+  m.n_embd = hc.get<int>("hidden_size");
+  m.n_layer = hc.get<int>("num_hidden_layers");
+  m.n_head = hc.get<int>("num_attention_heads");
+  m.n_kv_head = hc.get<int>("num_key_value_heads", m.n_head);
+  m.ffn_hidden = hc.get<int>("intermediate_size");
+  m.block_size = hc.get<int>("max_position_embeddings", 2048);
+  m.norm_eps = hc.get<double>("rms_norm_eps", 1e-6);  // LlamaConfig's default
+  m.tie_embeddings = hc.get<bool>("tie_word_embeddings", false);
+  m.rope_theta = hc.get<double>("rope_theta", 10000.0);
+  if (hc.has("rope_parameters")) {  // transformers 5's form
+    const json& rope = hc.raw().at("rope_parameters");
+    if (rope.value("rope_type", "default") != "default")
+      throw Error(hc.path() + ": rope_parameters.rope_type = " + rope.at("rope_type").dump() +
+                  " is not supported (gridtrain computes unscaled rotary embeddings); valid: \"default\"");
+    m.rope_theta = rope.value("rope_theta", m.rope_theta);
+  }
+  hc.require("rope_scaling", nullptr, "gridtrain computes unscaled rotary embeddings");
+  hc.require("hidden_act", "silu", "the SwiGLU MLP uses SiLU");
+  hc.require("attention_bias", false, "gridtrain's llama has no biases");
+  hc.require("mlp_bias", false, "gridtrain's llama has no biases");
+  hc.require("sliding_window", nullptr, "attention is full causal");
+  hc.require("pretraining_tp", 1, "sliced projections");
+  hc.require("head_dim", m.n_embd / m.n_head, "gridtrain's head width is hidden_size / num_attention_heads");
+}
+
+void gpt2_model(const HfConfig& hc, Config::Model& m) {
+  m.type = ModelType::Gpt;
+  m.n_embd = hc.get<int>("n_embd");
+  m.n_layer = hc.get<int>("n_layer");
+  m.n_head = hc.get<int>("n_head");
+  m.block_size = hc.get<int>("n_positions");
+  hc.require("n_inner", 4 * m.n_embd, "the MLP width is 4 n_embd");
+  const std::string act = hc.get<std::string>("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    throw Error(hc.path() + ": activation_function = \"" + act + "\" is not supported (gridtrain's GELU is the tanh "
+                "approximation); valid: \"gelu_new\", \"gelu_pytorch_tanh\"");
+  hc.require("layer_norm_epsilon", 1e-5, "LayerNorm epsilon is 1e-5");
+  hc.require("scale_attn_weights", true, "attention scores are scaled by 1/sqrt(D)");
+  hc.require("scale_attn_by_inverse_layer_idx", false, "attention scores are scaled by 1/sqrt(D) only");
+  hc.require("add_cross_attention", false, "a decoder-only model");
+  hc.require("tie_word_embeddings", true, "the GPT's head is its token embedding");
+}
+
+// The deck of the imported model (model keys from config.json, the rest gridtrain's defaults).
+Config imported_config(const HfConfig& hc) {
+  Config c = parse_config("", hc.path(), {});
+  const std::string type = hc.get<std::string>("model_type");
+  if (type == "llama") llama_model(hc, c.model);
+  else if (type == "gpt2") gpt2_model(hc, c.model);
+  else throw Error(hc.path() + ": model_type = \"" + type + "\" is not supported; valid: \"llama\", \"gpt2\"");
+  c.model.vocab_size = hc.get<int>("vocab_size");
+  return parse_config(config_text(c), hc.path() + " (as a deck)", {});  // the deck's own checks
+}
+
+// Every safetensors file of the directory: the index's shards, or model.safetensors.
+std::vector<SafetensorsReader> weight_files(const fs::path& dir) {
+  std::vector<SafetensorsReader> files;
+  if (fs::exists(dir / "model.safetensors.index.json")) {
+    const json index = read_json(dir / "model.safetensors.index.json");
+    std::set<std::string> shards;
+    for (const auto& [name, file] : index.at("weight_map").items()) shards.insert(file.get<std::string>());
+    for (const auto& s : shards) files.emplace_back((dir / s).string());
+  } else if (fs::exists(dir / "model.safetensors")) {
+    files.emplace_back((dir / "model.safetensors").string());
+  } else {
+    throw Error(dir.string() + ": no model.safetensors or model.safetensors.index.json (pytorch_model.bin is not "
+                "read: convert it with transformers' save_pretrained(safe_serialization=True))");
+  }
+  return files;
+}
+
+// The tensors under gridtrain's names, checked against the model config.json describes.
+std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& files, const Config& cfg,
+                                          const std::string& dir) {
+  const DataShape data{cfg.model.vocab_size};
+  std::map<std::string, std::vector<std::int64_t>> want;  // gridtrain name → global shape
+  auto expect = [&](const auto& plan) {
+    for (const auto& n : plan.names()) want[n] = plan.shard(n).global_shape;
+  };
+  if (cfg.model.type == ModelType::Gpt) expect(GptPlan(GptShape{data.vocab_size, cfg.model.block_size, cfg.model.n_layer,
+                                                                 cfg.model.n_head, cfg.model.n_embd}, {}));
+  else expect(LlamaPlan(LlamaShape{data.vocab_size, cfg.model.block_size, cfg.model.n_layer, cfg.model.n_head,
+                                   cfg.model.n_kv_head, cfg.model.n_embd, cfg.model.ffn_hidden, cfg.model.norm_eps,
+                                   cfg.model.rope_theta, cfg.model.tie_embeddings, true}, {}));
+  std::vector<hf::WholeTensor> out;
+  for (const auto& f : files)
+    for (const auto& [hf_name, info] : f.tensors()) {
+      const auto name = hf::from_hf(cfg.model.type, hf_name);
+      const bool tied_head = hf_name == "lm_head.weight" && (cfg.model.type == ModelType::Gpt || cfg.model.tie_embeddings);
+      if (!name || tied_head) continue;  // buffers; a tied head is the embedding (transformers ties it on load)
+      const auto it = want.find(*name);
+      if (it == want.end())
+        throw Error(f.path() + ": tensor '" + hf_name + "' is not a parameter of the " + name_of(cfg.model.type) +
+                    " that config.json describes (refused rather than dropped)");
+      hf::WholeTensor t{*name, info.shape, f.read(hf_name)};
+      if (hf::transposed(cfg.model.type, *name) && t.shape.size() == 2) t = hf::transpose(std::move(t));
+      if (t.shape != it->second)
+        throw Error(f.path() + ": tensor '" + hf_name + "' has shape " + shape_text({t.shape.begin(), t.shape.end()}) +
+                    ", but config.json gives " + shape_text({it->second.begin(), it->second.end()}));
+      want.erase(it);
+      out.push_back(std::move(t));
+    }
+  if (!want.empty())
+    throw Error(dir + ": tensor '" + hf::to_hf(cfg.model.type, want.begin()->first) + "' is missing (" +
+                std::to_string(want.size()) + " missing in all)");
+  return out;
+}
+
+void write_weights_checkpoint(const std::string& path, const Config& cfg, const std::vector<hf::WholeTensor>& tensors,
+                              const std::string& source) {
+  auto file = CheckpointFile::create(path, MPI_COMM_SELF);
+  const hid_t root = file.root();
+  h5_write_attr(root, "format", std::string(kCheckpointFormat));
+  h5_write_attr(root, "version", static_cast<long long>(kCheckpointVersion));
+  h5_write_attr(root, "step", 0LL);
+  h5_write_attr(root, "tokens_seen", 0LL);
+  h5_write_attr(root, "grid", std::string("1,1,1"));
+  h5_write_attr(root, "deck", config_text(cfg));
+  h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion + " import");
+  h5_write_attr(root, "weights_only", source);
+  for (const auto& t : tensors) {
+    const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
+    file.write("/model/" + t.name, DType::F32, shape, Slab::all(shape), t.data.data());
+  }
+  file.close();
+}
+
+}  // namespace
+
+std::string import_hf(const HfImportOptions& o) {
+  try {
+    const fs::path dir(o.input);
+    const Config cfg = imported_config(HfConfig(dir / "config.json"));
+    const auto tensors = read_tensors(weight_files(dir), cfg, o.input);
+    const std::string tmp = o.output + ".tmp";  // never a half-written file under the name asked for
+    write_weights_checkpoint(tmp, cfg, tensors, "transformers: " + fs::absolute(dir).string());
+    fs::rename(tmp, o.output);
+    return "Imported " + o.input + " (" + name_of(cfg.model.type) + ", " + std::to_string(tensors.size()) +
+           " tensors) to " + o.output + ": weights only; start a run from it with --checkpoint.init_from=" + o.output +
+           "\n";
+  } catch (const Error& e) {
+    throw Error("import: " + std::string(e.what()));
+  } catch (const std::exception& e) {
+    throw Error("import: '" + o.input + "': " + e.what());
+  }
+}
+
+}  // namespace gridtrain

@@ -1,0 +1,35 @@
+#include "hf_names.hpp"
+
+namespace gridtrain::hf {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::string to_hf(ModelType t, const std::string& name) { return t == ModelType::Gpt ? "transformer." + name : name; }
+
+std::optional<std::string> from_hf(ModelType t, const std::string& name) {
+  if (t != ModelType::Gpt) return name;
+  if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || name == "lm_head.weight")
+    return std::nullopt;
+  // OpenAI's original GPT-2 files name the tensors without the prefix.
+  return name.starts_with("transformer.") ? name.substr(12) : name;
+}
+
+bool transposed(ModelType t, const std::string& name) {
+  if (t != ModelType::Gpt || !ends_with(name, ".weight")) return false;
+  return ends_with(name, "attn.c_attn.weight") || ends_with(name, "c_proj.weight") || ends_with(name, "mlp.c_fc.weight");
+}
+
+WholeTensor transpose(WholeTensor t) {
+  const auto rows = t.shape[0], cols = t.shape[1];
+  std::vector<float> out(t.data.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) out[c * rows + r] = t.data[r * cols + c];
+  return {t.name, {cols, rows}, std::move(out)};
+}
+
+}  // namespace gridtrain::hf

@@ -1,0 +1,273 @@
+#include "gridtrain/model/llama.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/parallel/tensor_parallel.hpp"
+
+namespace gridtrain {
+namespace {
+
+using lm::ends_with;
+
+// Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
+std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
+
+torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// x (B, H, T, D) rotated: x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[D/2:], x[:D/2]).
+torch::Tensor rotate(const torch::Tensor& x, const Rope& rope) {
+  const auto T = x.size(2), half = x.size(3) / 2;
+  const auto cos = rope.cos.slice(0, 0, T).to(x.scalar_type()), sin = rope.sin.slice(0, 0, T).to(x.scalar_type());
+  auto rotated = torch::cat({-x.slice(3, half), x.slice(3, 0, half)}, 3);
+  return x * cos + rotated * sin;
+}
+
+// The tables as transformers computes them (fp32 inverse frequencies θ^(−2j/D), then t·f).
+Rope rope_tables(const LlamaShape& s) {
+  const auto D = s.head_dim();
+  auto inv_freq = 1.0 / torch::pow(s.rope_theta, torch::arange(0, D, 2, torch::kInt64).to(torch::kFloat) / D);
+  auto freqs = torch::outer(torch::arange(s.block_size, torch::kInt64).to(torch::kFloat), inv_freq);  // (T, D/2)
+  auto angles = torch::cat({freqs, freqs}, 1);                                                         // (T, D)
+  return {angles.cos(), angles.sin()};
+}
+
+}  // namespace
+
+RmsNorm::RmsNorm(std::int64_t c, double eps) : eps_(eps) { weight_ = register_parameter("weight", torch::ones({c})); }
+
+torch::Tensor RmsNorm::forward(const torch::Tensor& x) {
+  const auto xf = x.to(torch::kFloat);
+  return weight_ * (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type());
+}
+
+LlamaAttention::LlamaAttention(const LlamaShape& s, Axis* tp)
+    : tp_(tp),
+      n_head_(split(s.n_head, tp)),
+      n_kv_head_(split(s.n_kv_head, tp)),
+      head_dim_(s.head_dim()),
+      fused_(s.fused_attention) {
+  q_proj_ = register_module("q_proj", linear(s.n_embd, n_head_ * head_dim_));
+  k_proj_ = register_module("k_proj", linear(s.n_embd, n_kv_head_ * head_dim_));
+  v_proj_ = register_module("v_proj", linear(s.n_embd, n_kv_head_ * head_dim_));
+  o_proj_ = register_module("o_proj", linear(n_head_ * head_dim_, s.n_embd));
+}
+
+// softmax(q kᵀ / sqrt(D) + causal mask) v, q (B, H, T, D), k and v (B, Hkv, T, D): query head h
+// reads key/value head h / (H/Hkv), as transformers' repeat_kv.
+torch::Tensor LlamaAttention::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  if (fused_)
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                            /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_head_ < n_head_);
+  const auto B = q.size(0), T = q.size(2), D = q.size(3), group = n_head_ / n_kv_head_;
+  auto expand = [&](const torch::Tensor& t) {  // (B, Hkv, T, D) -> (B, H, T, D)
+    return group == 1 ? t : t.unsqueeze(2).expand({B, n_kv_head_, group, T, D}).reshape({B, n_head_, T, D});
+  };
+  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), expand(k).transpose(-2, -1));
+  att.masked_fill_(torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(1),
+                   -std::numeric_limits<float>::infinity());
+  return torch::matmul(torch::softmax(att, -1), expand(v));
+}
+
+torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope) {
+  const auto B = x.size(0), T = x.size(1);
+  const auto in = tp_ ? copy_to_tp(x, *tp_) : x;
+  auto heads = [&](const torch::Tensor& t, std::int64_t h) { return t.view({B, T, h, head_dim_}).transpose(1, 2); };
+  auto q = rotate(heads(q_proj_->forward(in), n_head_), rope);     // (B, H/tp, T, D)
+  auto k = rotate(heads(k_proj_->forward(in), n_kv_head_), rope);  // (B, Hkv/tp, T, D)
+  auto v = heads(v_proj_->forward(in), n_kv_head_);
+  auto y = attend(q, k, v).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});  // (B, T, C/tp)
+  auto out = o_proj_->forward(y);  // row-parallel: partial sums over this rank's heads
+  return tp_ ? reduce_from_tp(out, *tp_) : out;
+}
+
+LlamaMlp::LlamaMlp(const LlamaShape& s, Axis* tp) : tp_(tp) {
+  gate_proj_ = register_module("gate_proj", linear(s.n_embd, split(s.ffn_hidden, tp)));
+  up_proj_ = register_module("up_proj", linear(s.n_embd, split(s.ffn_hidden, tp)));
+  down_proj_ = register_module("down_proj", linear(split(s.ffn_hidden, tp), s.n_embd));
+}
+
+torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
+  const auto in = tp_ ? copy_to_tp(x, *tp_) : x;
+  auto out = down_proj_->forward(torch::silu(gate_proj_->forward(in)) * up_proj_->forward(in));  // via (B, T, F/tp)
+  return tp_ ? reduce_from_tp(out, *tp_) : out;
+}
+
+LlamaBlock::LlamaBlock(const LlamaShape& s, Axis* tp) {
+  input_layernorm_ = register_module("input_layernorm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps));
+  self_attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(s, tp));
+  post_attention_layernorm_ = register_module("post_attention_layernorm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps));
+  mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s, tp));
+}
+
+torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope) {
+  auto y = x + self_attn_->forward(input_layernorm_->forward(x), rope);
+  return y + mlp_->forward(post_attention_layernorm_->forward(y));
+}
+
+LlamaPlan::LlamaPlan(const LlamaShape& s, const ModelLayout& layout) : s_(s), layout_(layout) {
+  if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
+  if (layout_.layers < 0) layout_.layers = s.n_layer - layout_.first_layer;
+}
+
+std::vector<std::string> LlamaPlan::names() const {
+  std::vector<std::string> out;
+  if (first_stage() || (last_stage() && s_.tie_embeddings)) out.push_back("model.embed_tokens.weight");
+  for (std::int64_t i = layout_.first_layer; i < layout_.first_layer + layout_.layers; ++i)
+    for (const char* p : {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                          "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                          "mlp.down_proj"})
+      out.push_back("model.layers." + std::to_string(i) + "." + p + ".weight");
+  if (last_stage()) out.push_back("model.norm.weight");
+  if (last_stage() && !s_.tie_embeddings) out.push_back("lm_head.weight");
+  return out;
+}
+
+ShardSpec LlamaPlan::shard(const std::string& name) const {
+  const std::int64_t C = s_.n_embd, Q = s_.n_head * s_.head_dim(), KV = s_.n_kv_head * s_.head_dim(), F = s_.ffn_hidden;
+  auto local = [&](const std::string& suffix) { return name.starts_with("model.layers.") && ends_with(name, suffix); };
+  if (name == "model.embed_tokens.weight") return {{s_.vocab_size, C}, 0, 1, first_stage()};
+  if (name == "lm_head.weight") return {{s_.vocab_size, C}, 0};
+  if (name == "model.norm.weight" || local("layernorm.weight")) return {{C}};
+  if (local("self_attn.q_proj.weight")) return {{Q, C}, 0};
+  if (local("self_attn.k_proj.weight") || local("self_attn.v_proj.weight")) return {{KV, C}, 0};
+  if (local("self_attn.o_proj.weight")) return {{C, Q}, 1};
+  if (local("mlp.gate_proj.weight") || local("mlp.up_proj.weight")) return {{F, C}, 0};
+  if (local("mlp.down_proj.weight")) return {{C, F}, 1};
+  throw std::invalid_argument("Llama has no parameter " + name);
+}
+
+std::int64_t LlamaPlan::parameters() const {
+  return lm::local_elements(names(), [this](const std::string& n) { return shard(n); }, tp_size());
+}
+
+double LlamaPlan::flops_per_item() const {
+  const double C = s_.n_embd, L = s_.n_layer, Q = s_.n_head * s_.head_dim(), KV = s_.n_kv_head * s_.head_dim();
+  const double per_layer = C * (2.0 * Q + 2.0 * KV) + 3.0 * C * s_.ffn_hidden + 2.0 * C;
+  const double n = s_.vocab_size * C + L * per_layer + C;
+  return 6.0 * n + 12.0 * L * C * s_.block_size;
+}
+
+double LlamaPlan::activation_bytes(int micro_batch, int elem_bytes) const {
+  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size, t = tp_size();
+  const double scores = s_.fused_attention ? 0.0 : 5.0 * H * T / C;
+  const double split_part = 4.0 + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C + scores;
+  const double per_layer = b * T * C * (8.0 + split_part / t) * elem_bytes / 2.0;
+  return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
+}
+
+Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) {
+  auto tables = rope_tables(s);  // buffers, so that module->to(device) moves them
+  rope_ = {register_buffer("rope_cos", tables.cos), register_buffer("rope_sin", tables.sin)};
+  auto model = register_module("model", std::make_shared<torch::nn::Module>());
+  if (first_stage() || (last_stage() && s.tie_embeddings)) {
+    const auto rows = local_shape(shard("model.embed_tokens.weight"), plan_.tp_size())[0];
+    embed_tokens_ = model->register_module("embed_tokens", torch::nn::Embedding(rows, s.n_embd));
+  }
+  // Named by global layer index (no dots allowed in module names, so layers is a plain module).
+  auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
+  const auto& l = plan_.layout();
+  for (std::int64_t i = l.first_layer; i < l.first_layer + l.layers; ++i) {
+    layers_.push_back(std::make_shared<LlamaBlock>(s, plan_.tp()));
+    layers->register_module(std::to_string(i), layers_.back());
+  }
+  if (!last_stage()) return;
+  norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps));
+  if (!s.tie_embeddings) {
+    const auto rows = local_shape(shard("lm_head.weight"), plan_.tp_size())[0];
+    lm_head_ = register_module("lm_head", linear(s.n_embd, rows));
+  }
+}
+
+namespace {
+enum Unit : int { kEmbed = 0, kBlocks = 1 };  // then model.norm and lm_head after the blocks
+}  // namespace
+
+std::vector<std::string> Llama::tied_parameters() const {
+  if (shape().tie_embeddings && (first_stage() || last_stage())) return {"model.embed_tokens.weight"};
+  return {};
+}
+
+std::string Llama::describe() const {
+  const auto& s = shape();
+  return std::string("llama, attention ") + (s.fused_attention ? "sdpa" : "math") + ", " + std::to_string(s.n_head) +
+         " query / " + std::to_string(s.n_kv_head) + " key-value heads, SwiGLU width " + std::to_string(s.ffn_hidden) +
+         (s.tie_embeddings ? ", tied embeddings" : ", untied embeddings");
+}
+
+int Llama::unit_of(const std::string& name) const {
+  const int last = kBlocks + static_cast<int>(layers_.size());
+  if (name == "model.embed_tokens.weight") return kEmbed;
+  if (name == "model.norm.weight" || name == "lm_head.weight") return last;
+  if (name.starts_with("model.layers."))
+    return kBlocks + std::stoi(name.substr(13)) - static_cast<int>(plan_.layout().first_layer);
+  throw std::invalid_argument("Llama has no parameter " + name);
+}
+
+torch::Tensor& Llama::head_weight() { return shape().tie_embeddings ? embed_tokens_->weight : lm_head_->weight; }
+
+torch::Tensor Llama::run_blocks(torch::Tensor x) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const int unit = kBlocks + static_cast<int>(i);
+    gather(unit);
+    x = release(unit, layers_[i]->forward(x, rope_));
+  }
+  return x;
+}
+
+torch::Tensor Llama::stage_forward(const torch::Tensor& input) {
+  if (!first_stage()) return run_blocks(input);
+  gather(kEmbed);
+  // One stage with a tied head: the head uses the embedding again, so it stays gathered.
+  auto x = release(kEmbed, lm::embed(input, embed_tokens_->weight, plan_.tp()),
+                   /*keep=*/last_stage() && shape().tie_embeddings);  // (B, T, C)
+  return run_blocks(x);
+}
+
+torch::Tensor Llama::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  const int last = kBlocks + static_cast<int>(layers_.size());
+  const bool tied = shape().tie_embeddings;
+  gather(last);
+  if (tied) gather(kEmbed);
+  auto loss = lm::head_loss(norm_->forward(hidden), head_weight(), targets, shard(plan_.head_name()), plan_.tp());
+  loss = release(last, loss);
+  return tied ? release(kEmbed, loss) : loss;
+}
+
+torch::Tensor Llama::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  return per_token_loss(hidden, targets).sum();
+}
+
+torch::Tensor Llama::logits(const torch::Tensor& idx) {
+  if (plan_.tp() || !first_stage() || !last_stage() || gathers())
+    throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
+  return torch::nn::functional::linear(norm_->forward(stage_forward(idx)), head_weight()).to(torch::kFloat);
+}
+
+std::pair<torch::Tensor, torch::Tensor> Llama::split(const torch::Tensor& rows) const {
+  return lm::split_windows(rows, shape().block_size);
+}
+
+torch::Tensor Llama::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
+  return per_token_loss(stage_forward(idx), targets).mean();
+}
+
+void Llama::initialize(std::uint64_t seed) {
+  const double std_residual = 0.02 / std::sqrt(2.0 * shape().n_layer);
+  auto fill = [&](const std::string& name, torch::Tensor& full, at::Generator& gen) {
+    if (ends_with(name, "norm.weight")) {
+      full.fill_(1.0);
+    } else {
+      const bool residual = ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight");
+      full.normal_(0.0, residual ? std_residual : 0.02, gen);
+    }
+  };
+  lm::initialize(
+      *this, [this](const std::string& n) { return shard(n); }, plan_.tp_rank(), plan_.tp_size(), seed, fill);
+}
+
+}  // namespace gridtrain
