@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "                     [--top K] [--csv] [--section.key=value ...]  predicted step time of layouts (docs/scaling.md)\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain generate CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                     [--device cpu|cuda]                         sample text from a checkpoint (one rank)\n"
+    "                     [--device cpu|cuda] [--kv-cache true|false]  sample text from a checkpoint (one rank)\n"
     "  gridtrain export CKPT --format hf --output DIR [--max-shard-mb MB]\n"
     "                                                                 a transformers model directory (one rank)\n"
     "  gridtrain import DIR --output CKPT                             a transformers model as a weights-only\n"
@@ -183,7 +183,8 @@ int generate_main(const std::vector<std::string>& args, Log& log) {
       "temperature", po::value(&o.temperature)->default_value(o.temperature), "logits divisor; 0 = greedy")(
       "top-k", po::value(&o.top_k)->default_value(o.top_k), "sample among the k most likely; 0 = all")(
       "seed", po::value(&o.seed)->default_value(o.seed), "sampling seed")(
-      "device", po::value(&o.device)->default_value(o.device), "cpu or cuda[:N]");
+      "device", po::value(&o.device)->default_value(o.device), "cpu or cuda[:N]")(
+      "kv-cache", po::value(&o.kv_cache)->default_value(o.kv_cache), "reuse the keys and values of earlier positions");
   po::positional_options_description positional;
   positional.add("checkpoint", 1);
   try {
@@ -196,8 +197,11 @@ int generate_main(const std::vector<std::string>& args, Log& log) {
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (ranks > 1) throw Error("generate runs on one rank; start it without mpirun (or with -np 1)");
-  const std::string text = generate_text(o);
-  log.print(o.prompt + text + "\n");
+  const Generated g = generate_text(o);
+  log.print(o.prompt + g.text + "\n");
+  const double per_token = o.max_new_tokens > 1 ? 1e3 * g.later_tokens_s / (o.max_new_tokens - 1) : 0.0;
+  std::fprintf(stderr, "generate: prompt %lld tokens; first new token after %.3f s, then %.2f ms per token (KV cache %s)\n",
+               static_cast<long long>(g.prompt_tokens), g.first_token_s, per_token, o.kv_cache ? "on" : "off");
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "gridtrain/model/registry.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
+#include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
 namespace {
@@ -52,7 +53,8 @@ InferenceModel load_language_model(const std::string& path) {
   return {model, std::move(tokenizer)};
 }
 
-std::string generate_text(const GenerateOptions& o) {
+Generated generate_text(const GenerateOptions& o) {
+  Generated r;
   if (o.prompt.empty()) throw Error("generate: --prompt is empty; give at least one character");
   if (o.max_new_tokens < 0 || o.temperature < 0 || o.top_k < 0)
     throw Error("generate: --max-new-tokens, --temperature and --top-k must be >= 0");
@@ -83,14 +85,28 @@ std::string generate_text(const GenerateOptions& o) {
   std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
   auto gen = at::detail::createCPUGenerator(o.seed);
   std::vector<std::int32_t> out;
+  // With the cache, the prompt runs once and each new token costs one position, while the
+  // context holds them all; past it (and without the cache) each token runs the last T tokens.
+  KvCache cache;
+  auto tensor = [&](auto from, auto to) { return torch::tensor(std::vector<std::int64_t>(from, to)).view({1, -1}).to(device); };
+  Stopwatch clock;
   for (int i = 0; i < o.max_new_tokens; ++i) {
-    const auto from = ids.size() > static_cast<std::size_t>(block) ? ids.end() - block : ids.begin();
-    const auto idx = torch::tensor(std::vector<std::int64_t>(from, ids.end())).view({1, -1}).to(device);
-    const auto next = sample_next(model->logits(idx)[0][-1].cpu(), o.temperature, o.top_k, gen);
+    torch::Tensor logits;
+    if (o.kv_cache && static_cast<std::int64_t>(ids.size()) <= block) {
+      logits = model->logits(tensor(ids.begin() + cache.length, ids.end()), &cache);
+    } else {
+      const auto from = ids.size() > static_cast<std::size_t>(block) ? ids.end() - block : ids.begin();
+      logits = model->logits(tensor(from, ids.end()));
+    }
+    const auto next = sample_next(logits[0][-1].cpu(), o.temperature, o.top_k, gen);
+    if (i == 0) r.first_token_s = clock.seconds();
     ids.push_back(next);
     out.push_back(static_cast<std::int32_t>(next));
   }
-  return tokenizer->decode(out);
+  r.later_tokens_s = clock.seconds() - r.first_token_s;
+  r.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  r.text = tokenizer->decode(out);
+  return r;
 }
 
 }  // namespace gridtrain

@@ -1,7 +1,6 @@
 #include "gridtrain/model/gpt.hpp"
 
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "gridtrain/config/config.hpp"
@@ -25,27 +24,15 @@ CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp)
     : tp_(tp), n_head_(split(s.n_head, tp)), fused_(s.fused_attention) {
   c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, tp)));
   c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, tp), s.n_embd));
-  // A buffer, so that module->to(device) moves it with the parameters.
-  if (!fused_) mask_ = register_buffer("mask", torch::ones({s.block_size, s.block_size}, torch::kBool).triu(1));
 }
 
-// softmax(q kᵀ / sqrt(D) + causal mask) v over (B, H, T, D) heads.
-torch::Tensor CausalSelfAttention::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (fused_) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true);
-  const auto T = q.size(2), D = q.size(3);
-  // Scale q (B, H, T, D) rather than the scores (B, H, T, T), and mask in place: two fewer passes
-  // over the largest activation (matmul's backward needs q and k, not its output).
-  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));  // (B, H, T, T)
-  att.masked_fill_(mask_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<float>::infinity());
-  return torch::matmul(torch::softmax(att, -1), v);
-}
-
-torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
+torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
   const auto B = x.size(0), T = x.size(1), C = c_attn_->weight.size(0) / 3, D = C / n_head_;  // C: local width
   auto qkv = c_attn_->forward(tp_ ? copy_to_tp(x, *tp_) : x).split(C, 2);  // 3 × (B, T, C/tp)
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H/tp, T, D)
-  auto y = attend(q, k, v).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
+  const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
+  auto y = lm::causal_attention(q, keys, values, fused_).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
   if (!tp_) return c_proj_->forward(y);
   // Row-parallel: partial sums over this rank's input features, reduced, then the bias once.
   return reduce_from_tp(torch::nn::functional::linear(y, c_proj_->weight), *tp_) + c_proj_->bias;
@@ -69,8 +56,8 @@ Block::Block(const GptShape& s, Axis* tp) {
   mlp_ = register_module("mlp", std::make_shared<Mlp>(s, tp));
 }
 
-torch::Tensor Block::forward(const torch::Tensor& x) {
-  auto y = x + attn_->forward(ln_1_->forward(x));
+torch::Tensor Block::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
+  auto y = x + attn_->forward(ln_1_->forward(x), slot);
   return y + mlp_->forward(ln_2_->forward(y));
 }
 
@@ -149,21 +136,21 @@ int Gpt::unit_of(const std::string& name) const {
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
-torch::Tensor Gpt::embed(const torch::Tensor& idx) {
-  const auto T = idx.size(1);
-  auto pos = torch::arange(T, idx.options());  // (T,) int64 on idx's device
+torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
+  auto pos = torch::arange(offset, offset + idx.size(1), idx.options());  // (T,) int64 on idx's device
   gather(kWte);
   gather(kWpe);
   auto x = release(kWpe, lm::embed(idx, wte_->weight, plan_.tp()) + wpe_->forward(pos));  // (B, T, C)
   return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 
-torch::Tensor Gpt::run_blocks(torch::Tensor x) {
+torch::Tensor Gpt::run_blocks(torch::Tensor x, KvCache* cache) {
   for (std::size_t i = 0; i < h_.size(); ++i) {
     const int unit = kBlocks + static_cast<int>(i);
     gather(unit);
-    x = release(unit, h_[i]->forward(x));
+    x = release(unit, h_[i]->forward(x, {cache, i, shape().block_size}));
   }
+  if (cache) cache->length += x.size(1);
   return x;
 }
 
@@ -185,10 +172,12 @@ torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tenso
   return per_token_loss(hidden, targets).sum();
 }
 
-torch::Tensor Gpt::logits(const torch::Tensor& idx) {
+torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Gpt::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
-  return torch::nn::functional::linear(ln_f_->forward(stage_forward(idx)), wte_->weight).to(torch::kFloat);
+  const auto offset = cache ? cache->length : 0;
+  auto x = run_blocks(embed(idx, offset), cache);
+  return torch::nn::functional::linear(ln_f_->forward(x), wte_->weight).to(torch::kFloat);
 }
 
 std::pair<torch::Tensor, torch::Tensor> Gpt::split(const torch::Tensor& rows) const {

@@ -1,5 +1,9 @@
 #include "gridtrain/model/language_model.hpp"
 
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
 #include "gridtrain/parallel/tensor_parallel.hpp"
 #include "gridtrain/util/hash.hpp"
 
@@ -26,6 +30,44 @@ torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, con
   auto logits = torch::nn::functional::linear(copy_to_tp(x, *tp), weight).view({-1, rows});  // (B·T, V/tp)
   return vocab_parallel_cross_entropy(logits, flat_targets, tp->rank() * rows,
                                       valid_rows(spec, tp->rank(), tp->size()), *tp);
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused) {
+  const auto B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
+  if (Tq != Tk && Tq != 1)
+    throw std::invalid_argument("causal_attention: " + std::to_string(Tq) + " queries over " + std::to_string(Tk) +
+                                " keys; valid: as many, or one (a decoding step)");
+  const bool masked = Tq > 1;
+  if (fused)
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/masked,
+                                            /*scale=*/std::nullopt, /*enable_gqa=*/Hkv < H);
+  auto expand = [&](const torch::Tensor& t) {  // (B, Hkv, Tk, D) -> (B, H, Tk, D)
+    return Hkv == H ? t : t.unsqueeze(2).expand({B, Hkv, H / Hkv, Tk, D}).reshape({B, H, Tk, D});
+  };
+  // Scale q (B, H, Tq, D) rather than the scores (B, H, Tq, Tk), and mask in place: two fewer
+  // passes over the largest activation (matmul's backward needs q and k, not its output).
+  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), expand(k).transpose(-2, -1));
+  if (masked)
+    att.masked_fill_(torch::ones({Tq, Tk}, q.options().dtype(torch::kBool)).triu(1),
+                     -std::numeric_limits<float>::infinity());
+  return torch::matmul(torch::softmax(att, -1), expand(v));
+}
+
+std::pair<torch::Tensor, torch::Tensor> append_kv(const CacheSlot& slot, const torch::Tensor& k, const torch::Tensor& v) {
+  if (!slot.cache) return {k, v};
+  KvCache& c = *slot.cache;
+  if (c.k.size() <= slot.layer) c.k.resize(slot.layer + 1), c.v.resize(slot.layer + 1);
+  const auto begin = c.length, end = c.length + k.size(2);
+  if (end > slot.capacity)
+    throw std::invalid_argument("KV cache: " + std::to_string(end) + " positions past the context of " +
+                                std::to_string(slot.capacity));
+  auto& keys = c.k[slot.layer];
+  auto& values = c.v[slot.layer];
+  for (auto* t : {&keys, &values})  // preallocated: a decoding step writes its own position only
+    if (!t->defined()) *t = torch::empty({k.size(0), k.size(1), slot.capacity, k.size(3)}, k.options());
+  keys.slice(2, begin, end).copy_(k);
+  values.slice(2, begin, end).copy_(v);
+  return {keys.slice(2, 0, end), values.slice(2, 0, end)};
 }
 
 void initialize(torch::nn::Module& m, const std::function<ShardSpec(const std::string&)>& spec, int tp_rank,

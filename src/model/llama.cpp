@@ -1,7 +1,6 @@
 #include "gridtrain/model/llama.hpp"
 
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "gridtrain/model/language_model.hpp"
@@ -19,10 +18,12 @@ torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
-// x (B, H, T, D) rotated: x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[D/2:], x[:D/2]).
-torch::Tensor rotate(const torch::Tensor& x, const Rope& rope) {
+// x (B, H, T, D) at positions [offset, offset + T) rotated: x·cos + rotate_half(x)·sin,
+// rotate_half(x) = (−x[D/2:], x[:D/2]).
+torch::Tensor rotate(const torch::Tensor& x, const Rope& rope, std::int64_t offset) {
   const auto T = x.size(2), half = x.size(3) / 2;
-  const auto cos = rope.cos.slice(0, 0, T).to(x.scalar_type()), sin = rope.sin.slice(0, 0, T).to(x.scalar_type());
+  const auto cos = rope.cos.slice(0, offset, offset + T).to(x.scalar_type());
+  const auto sin = rope.sin.slice(0, offset, offset + T).to(x.scalar_type());
   auto rotated = torch::cat({-x.slice(3, half), x.slice(3, 0, half)}, 3);
   return x * cos + rotated * sin;
 }
@@ -57,30 +58,15 @@ LlamaAttention::LlamaAttention(const LlamaShape& s, Axis* tp)
   o_proj_ = register_module("o_proj", linear(n_head_ * head_dim_, s.n_embd));
 }
 
-// softmax(q kᵀ / sqrt(D) + causal mask) v, q (B, H, T, D), k and v (B, Hkv, T, D): query head h
-// reads key/value head h / (H/Hkv), as transformers' repeat_kv.
-torch::Tensor LlamaAttention::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (fused_)
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
-                                            /*scale=*/std::nullopt, /*enable_gqa=*/n_kv_head_ < n_head_);
-  const auto B = q.size(0), T = q.size(2), D = q.size(3), group = n_head_ / n_kv_head_;
-  auto expand = [&](const torch::Tensor& t) {  // (B, Hkv, T, D) -> (B, H, T, D)
-    return group == 1 ? t : t.unsqueeze(2).expand({B, n_kv_head_, group, T, D}).reshape({B, n_head_, T, D});
-  };
-  auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), expand(k).transpose(-2, -1));
-  att.masked_fill_(torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(1),
-                   -std::numeric_limits<float>::infinity());
-  return torch::matmul(torch::softmax(att, -1), expand(v));
-}
-
-torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope) {
+torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
   const auto B = x.size(0), T = x.size(1);
   const auto in = tp_ ? copy_to_tp(x, *tp_) : x;
   auto heads = [&](const torch::Tensor& t, std::int64_t h) { return t.view({B, T, h, head_dim_}).transpose(1, 2); };
-  auto q = rotate(heads(q_proj_->forward(in), n_head_), rope);     // (B, H/tp, T, D)
-  auto k = rotate(heads(k_proj_->forward(in), n_kv_head_), rope);  // (B, Hkv/tp, T, D)
+  auto q = rotate(heads(q_proj_->forward(in), n_head_), rope, slot.offset());     // (B, H/tp, T, D)
+  auto k = rotate(heads(k_proj_->forward(in), n_kv_head_), rope, slot.offset());  // (B, Hkv/tp, T, D)
   auto v = heads(v_proj_->forward(in), n_kv_head_);
-  auto y = attend(q, k, v).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});  // (B, T, C/tp)
+  const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
+  auto y = lm::causal_attention(q, keys, values, fused_).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
   auto out = o_proj_->forward(y);  // row-parallel: partial sums over this rank's heads
   return tp_ ? reduce_from_tp(out, *tp_) : out;
 }
@@ -104,8 +90,8 @@ LlamaBlock::LlamaBlock(const LlamaShape& s, Axis* tp) {
   mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s, tp));
 }
 
-torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope) {
-  auto y = x + self_attn_->forward(input_layernorm_->forward(x), rope);
+torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
+  auto y = x + self_attn_->forward(input_layernorm_->forward(x), rope, slot);
   return y + mlp_->forward(post_attention_layernorm_->forward(y));
 }
 
@@ -210,12 +196,13 @@ int Llama::unit_of(const std::string& name) const {
 
 torch::Tensor& Llama::head_weight() { return shape().tie_embeddings ? embed_tokens_->weight : lm_head_->weight; }
 
-torch::Tensor Llama::run_blocks(torch::Tensor x) {
+torch::Tensor Llama::run_blocks(torch::Tensor x, KvCache* cache) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const int unit = kBlocks + static_cast<int>(i);
     gather(unit);
-    x = release(unit, layers_[i]->forward(x, rope_));
+    x = release(unit, layers_[i]->forward(x, rope_, {cache, i, shape().block_size}));
   }
+  if (cache) cache->length += x.size(1);
   return x;
 }
 
@@ -242,10 +229,11 @@ torch::Tensor Llama::head_loss_sum(const torch::Tensor& hidden, const torch::Ten
   return per_token_loss(hidden, targets).sum();
 }
 
-torch::Tensor Llama::logits(const torch::Tensor& idx) {
+torch::Tensor Llama::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
-  return torch::nn::functional::linear(norm_->forward(stage_forward(idx)), head_weight()).to(torch::kFloat);
+  auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, nullptr), cache);
+  return torch::nn::functional::linear(norm_->forward(x), head_weight()).to(torch::kFloat);
 }
 
 std::pair<torch::Tensor, torch::Tensor> Llama::split(const torch::Tensor& rows) const {

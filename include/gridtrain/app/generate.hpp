@@ -29,12 +29,21 @@ struct GenerateOptions {
   int top_k = 40;                ///< sample among the k most likely tokens; 0 = all
   std::uint64_t seed = 1;        ///< the sampler's generator: the same seed, the same text
   std::string device = "cpu";    ///< cpu or cuda[:N]
+  bool kv_cache = true;          ///< keep each layer's keys and values: a new token costs one position
 };
 
-/// The text generated after the prompt (max_new_tokens tokens, decoded). Sampling runs on the host in fp32 from each step's last
+/// What generate_text made, and how long it took (wall seconds).
+struct Generated {
+  std::string text;               ///< the new tokens, decoded
+  std::int64_t prompt_tokens = 0;
+  double first_token_s = 0;       ///< time to the first new token (the prompt's forward included)
+  double later_tokens_s = 0;      ///< time for the other new tokens
+};
+
+/// The text generated after the prompt (max_new_tokens tokens, decoded) and its timing. Sampling runs on the host in fp32 from each step's last
 /// logits, so a seed gives the same tokens wherever the logits are equal. Throws gridtrain::Error
 /// naming the file for a missing or unreadable checkpoint (or its tokenizer model), an empty
 /// prompt, invalid options, or a device that is not there.
-std::string generate_text(const GenerateOptions& o);
+Generated generate_text(const GenerateOptions& o);
 
 }  // namespace gridtrain

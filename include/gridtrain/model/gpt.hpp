@@ -15,6 +15,7 @@
 // whose gradient the trainer sums with the first stage's.
 #pragma once
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/model/language_model.hpp"
 #include "gridtrain/model/model.hpp"
 
 namespace gridtrain {
@@ -70,15 +71,13 @@ class GptPlan : public ModelPlan {
 class CausalSelfAttention : public torch::nn::Module {
  public:
   CausalSelfAttention(const GptShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
 
  private:
-  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
   Axis* tp_;
   std::int64_t n_head_;  // heads on this tp rank
   torch::nn::Linear c_attn_{nullptr}, c_proj_{nullptr};
   bool fused_;
-  torch::Tensor mask_;  // math path: (block_size, block_size) bool, true above the diagonal
 };
 
 class Mlp : public torch::nn::Module {
@@ -94,7 +93,7 @@ class Mlp : public torch::nn::Module {
 class Block : public torch::nn::Module {
  public:
   Block(const GptShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
 
  private:
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
@@ -108,7 +107,7 @@ class Gpt : public Model {
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
   torch::Tensor stage_forward(const torch::Tensor& input) override;
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
-  torch::Tensor logits(const torch::Tensor& idx) override;
+  torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
   bool first_stage() const override { return plan_.first_stage(); }
   bool last_stage() const override { return plan_.last_stage(); }
   /// wte on the first stage and on the last (the output head's copy).
@@ -127,8 +126,8 @@ class Gpt : public Model {
   const GptShape& shape() const { return plan_.shape(); }
 
  private:
-  torch::Tensor embed(const torch::Tensor& idx);     // (B, T) -> (B, T, C)
-  torch::Tensor run_blocks(torch::Tensor x);         // (B, T, C) -> (B, T, C)
+  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C)
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);    // (B, T, C) -> (B, T, C)
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
 
   GptPlan plan_;

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/parallel/shard.hpp"
 
 namespace gridtrain::lm {
@@ -28,6 +29,28 @@ torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, Axis*
 /// taken to fp32 whatever autocast computed them in: the softmax needs fp32's range.
 torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& targets,
                         const ShardSpec& spec, Axis* tp);
+
+/// Causal attention of q (B, H, Tq, D) over k, v (B, Hkv, Tk, D) (grouped-query where Hkv < H:
+/// query head h reads key/value head h / (H/Hkv)), softmax(q kᵀ / sqrt(D)) v, → (B, H, Tq, D).
+/// Query i sits at position Tk − Tq + i: with Tq = Tk the causal mask, with Tq = 1 (a decoding step
+/// after a KV cache) none. fused: at::scaled_dot_product_attention; else the written-out math.
+/// Throws std::invalid_argument for another Tq.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused);
+
+/// Where one layer's attention keeps its keys and values while decoding (cache null: training,
+/// validation and uncached logits).
+struct CacheSlot {
+  KvCache* cache = nullptr;
+  std::size_t layer = 0;      ///< the layer's index on this rank
+  std::int64_t capacity = 0;  ///< the context length T
+  std::int64_t offset() const { return cache ? cache->length : 0; }  ///< position of the first new token
+};
+
+/// k, v (B, Hkv, T, D) written at positions [offset, +T) of the slot's layer (its cache allocated
+/// for `capacity` positions on first use, so that a decoding step copies its own position only);
+/// returns views of the layer's keys and values so far; without a cache, k and v. The caller
+/// advances cache.length after the last layer. Throws std::invalid_argument past capacity.
+std::pair<torch::Tensor, torch::Tensor> append_kv(const CacheSlot& slot, const torch::Tensor& k, const torch::Tensor& v);
 
 /// How one parameter starts: fill `full` (its global shape, fp32) drawing from `gen`.
 using Fill = std::function<void(const std::string& name, torch::Tensor& full, at::Generator& gen)>;

@@ -18,6 +18,7 @@
 // embeddings its own copy of the embedding, whose gradient the trainer sums with the first's).
 #pragma once
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/model/language_model.hpp"
 #include "gridtrain/model/model.hpp"
 
 namespace gridtrain {
@@ -92,11 +93,10 @@ struct Rope {
 class LlamaAttention : public torch::nn::Module {
  public:
   LlamaAttention(const LlamaShape& s, Axis* tp);
-  /// x (B, T, C) at positions rope rows [0, T) → (B, T, C).
-  torch::Tensor forward(const torch::Tensor& x, const Rope& rope);
+  /// x (B, T, C) at positions [slot.offset(), +T) → (B, T, C).
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot = {});
 
  private:
-  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
   Axis* tp_;
   std::int64_t n_head_, n_kv_head_, head_dim_;  // heads on this tp rank
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
@@ -116,7 +116,7 @@ class LlamaMlp : public torch::nn::Module {
 class LlamaBlock : public torch::nn::Module {
  public:
   LlamaBlock(const LlamaShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x, const Rope& rope);  // (B, T, C) -> (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
 
  private:
   std::shared_ptr<RmsNorm> input_layernorm_, post_attention_layernorm_;
@@ -130,7 +130,7 @@ class Llama : public Model {
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
   torch::Tensor stage_forward(const torch::Tensor& input) override;
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
-  torch::Tensor logits(const torch::Tensor& idx) override;
+  torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
   bool first_stage() const override { return plan_.first_stage(); }
   bool last_stage() const override { return plan_.last_stage(); }
   /// Tied: the embedding on the first stage and on the last (the head's copy); untied: none.
@@ -149,7 +149,7 @@ class Llama : public Model {
   const LlamaShape& shape() const { return plan_.shape(); }
 
  private:
-  torch::Tensor run_blocks(torch::Tensor x);  // (B, T, C) -> (B, T, C)
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);  // (B, T, C) -> (B, T, C)
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
   torch::Tensor& head_weight();
 

@@ -25,6 +25,12 @@ namespace gridtrain {
 struct Config;
 class ModelPlan;
 
+/// The keys and values of the positions decoded so far, per layer, (B, Hkv, length, D) each.
+struct KvCache {
+  std::vector<torch::Tensor> k, v;  ///< per layer; empty before the first call
+  std::int64_t length = 0;          ///< positions held
+};
+
 class Model : public torch::nn::Module {
  public:
   /// rows (B, W) int64 sample rows → {the first stage's input, the last stage's targets}: for a
@@ -47,11 +53,13 @@ class Model : public torch::nn::Module {
   }
   /// Whether head_sums counts correct predictions (accuracy is reported).
   virtual bool classifier() const { return false; }
-  /// idx (B, T) int64 → next-token logits (B, T, V) fp32, for `gridtrain generate`. The whole
-  /// model on one rank only; throws std::logic_error otherwise and for models that are not
-  /// language models.
-  virtual torch::Tensor logits(const torch::Tensor& idx) {
-    (void)idx;
+  /// idx (B, T) int64 → next-token logits (B, T, V) fp32, for `gridtrain generate`. With a
+  /// cache, idx holds the T positions after the cache's length; their keys and values are
+  /// appended to it (incremental decoding: T = 1 after the prompt costs one position's work).
+  /// cache->length + T must not exceed the context length. The whole model on one rank only;
+  /// throws std::logic_error otherwise and for models that are not language models.
+  virtual torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) {
+    (void)idx, (void)cache;
     throw std::logic_error("logits: not a language model");
   }
   /// State besides the parameters that checkpoints keep and that dp replicas average after each
