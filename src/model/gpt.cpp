@@ -61,10 +61,8 @@ torch::Tensor Block::forward(const torch::Tensor& x, const lm::CacheSlot& slot) 
   return y + mlp_->forward(ln_2_->forward(y));
 }
 
-GptPlan::GptPlan(const GptShape& s, const ModelLayout& layout) : s_(s), layout_(layout) {
-  if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
-  if (layout_.layers < 0) layout_.layers = s.n_layer - layout_.first_layer;
-}
+GptPlan::GptPlan(const GptShape& s, const ModelLayout& layout)
+    : LanguageModelPlan(layout, s.n_layer, s.block_size, s.n_embd), s_(s) {}
 
 std::vector<std::string> GptPlan::names() const {
   std::vector<std::string> out;
@@ -75,10 +73,6 @@ std::vector<std::string> GptPlan::names() const {
       for (const char* w : {".weight", ".bias"}) out.push_back("h." + std::to_string(i) + "." + p + w);
   if (last_stage()) out.insert(out.end(), {"ln_f.weight", "ln_f.bias"});
   return out;
-}
-
-std::int64_t GptPlan::parameters() const {
-  return lm::local_elements(names(), [this](const std::string& n) { return shard(n); }, tp_size());
 }
 
 Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : plan_(s, layout) {
@@ -168,24 +162,12 @@ torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tens
   return release(kWte, release(ln_f, loss));
 }
 
-torch::Tensor Gpt::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
-  return per_token_loss(hidden, targets).sum();
-}
-
 torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Gpt::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
   const auto offset = cache ? cache->length : 0;
   auto x = run_blocks(embed(idx, offset), cache);
   return torch::nn::functional::linear(ln_f_->forward(x), wte_->weight).to(torch::kFloat);
-}
-
-std::pair<torch::Tensor, torch::Tensor> Gpt::split(const torch::Tensor& rows) const {
-  return lm::split_windows(rows, shape().block_size);
-}
-
-torch::Tensor Gpt::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return per_token_loss(stage_forward(idx), targets).mean();
 }
 
 double GptPlan::activation_bytes(int micro_batch, int elem_bytes) const {

@@ -7,11 +7,41 @@
 #include "gridtrain/parallel/tensor_parallel.hpp"
 #include "gridtrain/util/hash.hpp"
 
-namespace gridtrain::lm {
+namespace gridtrain {
 
-std::pair<torch::Tensor, torch::Tensor> split_windows(const torch::Tensor& rows, std::int64_t T) {
+LanguageModelPlan::LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size,
+                                     std::int64_t n_embd)
+    : layout_(layout), block_size_(block_size), n_embd_(n_embd) {
+  if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
+  if (layout_.layers < 0) layout_.layers = n_layer - layout_.first_layer;
+}
+
+std::int64_t LanguageModelPlan::parameters() const {
+  std::int64_t n = 0;
+  for (const auto& name : names()) {
+    std::int64_t elements = 1;
+    for (auto d : local_shape(shard(name), tp_size())) elements *= d;
+    n += elements;
+  }
+  return n;
+}
+
+torch::Tensor LanguageModel::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
+  return per_token_loss(stage_forward(idx), targets).mean();
+}
+
+torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  return per_token_loss(hidden, targets).sum();
+}
+
+std::pair<torch::Tensor, torch::Tensor> LanguageModel::split(const torch::Tensor& rows) const {
+  const auto T = language_plan().items_per_sample();  // rows (B, T + 1)
   return {rows.slice(1, 0, T), rows.slice(1, 1, T + 1)};
 }
+
+}  // namespace gridtrain
+
+namespace gridtrain::lm {
 
 torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, Axis* tp) {
   if (!tp) return torch::embedding(weight, idx);
@@ -81,17 +111,6 @@ void initialize(torch::nn::Module& m, const std::function<ShardSpec(const std::s
     fill(name, full, gen);
     p.value().copy_(take_shard(full, s, tp_rank, tp_size));
   }
-}
-
-std::int64_t local_elements(const std::vector<std::string>& names,
-                            const std::function<ShardSpec(const std::string&)>& spec, int tp_size) {
-  std::int64_t n = 0;
-  for (const auto& name : names) {
-    std::int64_t elements = 1;
-    for (auto d : local_shape(spec(name), tp_size)) elements *= d;
-    n += elements;
-  }
-  return n;
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {

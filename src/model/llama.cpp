@@ -95,10 +95,8 @@ torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope, cons
   return y + mlp_->forward(post_attention_layernorm_->forward(y));
 }
 
-LlamaPlan::LlamaPlan(const LlamaShape& s, const ModelLayout& layout) : s_(s), layout_(layout) {
-  if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
-  if (layout_.layers < 0) layout_.layers = s.n_layer - layout_.first_layer;
-}
+LlamaPlan::LlamaPlan(const LlamaShape& s, const ModelLayout& layout)
+    : LanguageModelPlan(layout, s.n_layer, s.block_size, s.n_embd), s_(s) {}
 
 std::vector<std::string> LlamaPlan::names() const {
   std::vector<std::string> out;
@@ -125,10 +123,6 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
   if (local("mlp.gate_proj.weight") || local("mlp.up_proj.weight")) return {{F, C}, 0};
   if (local("mlp.down_proj.weight")) return {{C, F}, 1};
   throw std::invalid_argument("Llama has no parameter " + name);
-}
-
-std::int64_t LlamaPlan::parameters() const {
-  return lm::local_elements(names(), [this](const std::string& n) { return shard(n); }, tp_size());
 }
 
 double LlamaPlan::flops_per_item() const {
@@ -225,23 +219,11 @@ torch::Tensor Llama::per_token_loss(const torch::Tensor& hidden, const torch::Te
   return tied ? release(kEmbed, loss) : loss;
 }
 
-torch::Tensor Llama::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
-  return per_token_loss(hidden, targets).sum();
-}
-
 torch::Tensor Llama::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
   auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, nullptr), cache);
   return torch::nn::functional::linear(norm_->forward(x), head_weight()).to(torch::kFloat);
-}
-
-std::pair<torch::Tensor, torch::Tensor> Llama::split(const torch::Tensor& rows) const {
-  return lm::split_windows(rows, shape().block_size);
-}
-
-torch::Tensor Llama::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return per_token_loss(stage_forward(idx), targets).mean();
 }
 
 void Llama::initialize(std::uint64_t seed) {

@@ -27,10 +27,12 @@ bool identical_across_ranks(const std::vector<torch::Tensor>& state) {
 }  // namespace
 
 TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that update", "[np4]") {
-  const auto dir = shared_dir("skip");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("skip-" + family);
   Log quiet(false);
   for (int tp : {1, 2}) {  // dp = 4, and dp = 2 x tp = 2
-    Config base = tiny(dir, 1, 8);
+    Config base = as_family(tiny(dir, 1, 8), family);
     base.grid.tp = tp;
     Trainer one_step(base, MPI_COMM_WORLD, quiet, 1.0);
     one_step.run();
@@ -74,12 +76,14 @@ TEST_CASE("persistent non-finite steps stop the run with the step named, on ever
 }
 
 TEST_CASE("out-of-memory backoff finishes with the losses of a run that started small", "[np2]") {
-  const auto dir = shared_dir("oom");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("oom-" + family);
   Log quiet(false);
-  Config small = tiny(dir, 4, 8);
+  Config small = as_family(tiny(dir, 4, 8), family);
   small.train.micro_batch = 1;
   const auto want = Trainer(small, MPI_COMM_WORLD, quiet, 1.0).run();
-  Config big = tiny(dir, 4, 8);
+  Config big = as_family(tiny(dir, 4, 8), family);
   big.train.micro_batch = 4;
   big.train.on_oom = OnOom::Backoff;
   Trainer probe(big, MPI_COMM_WORLD, quiet, 1.0);  // the limit: between the needs of 1 and 2 sequences
@@ -94,9 +98,11 @@ TEST_CASE("out-of-memory backoff finishes with the losses of a run that started 
 }
 
 TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact", "[np2]") {
-  const auto dir = shared_dir("resume-scaler");
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("resume-scaler-" + family);
   auto config = [&](int steps) {
-    Config c = tiny(dir, steps, 4);
+    Config c = as_family(tiny(dir, steps, 4), family);
     c.precision.type = PrecisionType::Bf16;
     c.precision.loss_scaling = LossScaling::Dynamic;
     c.precision.init_scale = 1024;

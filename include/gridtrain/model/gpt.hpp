@@ -30,33 +30,17 @@ struct GptShape {
 bool fused_attention(const Config& c);
 
 /// This rank's part of a GPT for a layout: its parameters' shards and its costs.
-class GptPlan : public ModelPlan {
+class GptPlan : public LanguageModelPlan {
  public:
   GptPlan(const GptShape& s, const ModelLayout& layout);
   const GptShape& shape() const { return s_; }
-  const ModelLayout& layout() const { return layout_; }
-  bool first_stage() const { return layout_.stage == 0; }
-  bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
-  Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
-  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
-  int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }
-  /// This rank's parameter names, in the module's registration order.
-  std::vector<std::string> names() const;
+  std::vector<std::string> names() const override;
   /// Throws std::invalid_argument for a name that is not a GPT parameter.
-  ShardSpec shard(const std::string& name) const;
-  std::int64_t parameters() const override;
+  ShardSpec shard(const std::string& name) const override;
   /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
   /// with N the whole model's count whatever the layout.
   double flops_per_item() const override;
   int units() const override { return static_cast<int>(layout_.layers) + 3; }  // blocks, wte, wpe, ln_f
-  std::int64_t items_per_sample() const override { return s_.block_size; }
-  const char* item() const override { return "token"; }
-  const char* flops_formula() const override { return "6N + 12LCT per token"; }
-  std::string samples() const override { return "sequences of " + std::to_string(s_.block_size) + " tokens"; }
-  /// (B, T, C).
-  std::vector<std::int64_t> activation_shape(int micro_batch) const override {
-    return {micro_batch, s_.block_size, s_.n_embd};
-  }
   /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
   /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
   /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
@@ -65,7 +49,6 @@ class GptPlan : public ModelPlan {
 
  private:
   GptShape s_;
-  ModelLayout layout_;  // tp null when of size 1; layers resolved
 };
 
 class CausalSelfAttention : public torch::nn::Module {
@@ -101,21 +84,14 @@ class Block : public torch::nn::Module {
   std::shared_ptr<Mlp> mlp_;
 };
 
-class Gpt : public Model {
+class Gpt : public LanguageModel {
  public:
   explicit Gpt(const GptShape& s, const ModelLayout& layout = {});
-  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
   torch::Tensor stage_forward(const torch::Tensor& input) override;
-  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
-  bool first_stage() const override { return plan_.first_stage(); }
-  bool last_stage() const override { return plan_.last_stage(); }
   /// wte on the first stage and on the last (the output head's copy).
   std::vector<std::string> tied_parameters() const override;
   std::string describe() const override;
-  ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }
-  const ModelPlan& plan() const override { return plan_; }
-  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
   /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
   /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
   /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.
@@ -128,7 +104,8 @@ class Gpt : public Model {
  private:
   torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C)
   torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);    // (B, T, C) -> (B, T, C)
-  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
+  const LanguageModelPlan& language_plan() const override { return plan_; }
+  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
 
   GptPlan plan_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};

@@ -1,6 +1,8 @@
-// What the decoder-only language models (gpt, llama) share: the token windows, the
-// vocabulary-parallel token embedding and output head with its fp32 cross-entropy, and the
-// layout-independent initialization (each tensor drawn whole from its own generator).
+// What the decoder-only language models (gpt, llama) share: their plans' layout and shapes and
+// their models' windows and losses (LanguageModelPlan, LanguageModel), the vocabulary-parallel
+// token embedding and output head with its fp32 cross-entropy, causal attention and the KV
+// cache, and the layout-independent initialization (each tensor drawn whole from its own
+// generator).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -14,10 +16,60 @@
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/parallel/shard.hpp"
 
-namespace gridtrain::lm {
+namespace gridtrain {
 
-/// rows (B, T + 1) int64 windows → {ids (B, T), next ids (B, T)}.
-std::pair<torch::Tensor, torch::Tensor> split_windows(const torch::Tensor& rows, std::int64_t T);
+/// This rank's part of a decoder-only language model: a stage of its layers, on tp ranks;
+/// windows of T tokens; (B, T, C) activations between stages.
+class LanguageModelPlan : public ModelPlan {
+ public:
+  /// layout's null-or-size-1 tp resolved to null, its layers (-1: all) to a count.
+  LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size, std::int64_t n_embd);
+  const ModelLayout& layout() const { return layout_; }
+  bool first_stage() const { return layout_.stage == 0; }
+  bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
+  Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
+  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
+  int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }
+  /// This rank's parameter names, in the module's registration order.
+  virtual std::vector<std::string> names() const = 0;
+  /// Throws std::invalid_argument for a name that is not one of the model's parameters.
+  virtual ShardSpec shard(const std::string& name) const = 0;
+  std::int64_t parameters() const override;
+  std::int64_t items_per_sample() const override { return block_size_; }
+  const char* item() const override { return "token"; }
+  const char* flops_formula() const override { return "6N + 12LCT per token"; }
+  std::string samples() const override { return "sequences of " + std::to_string(block_size_) + " tokens"; }
+  /// (B, T, C).
+  std::vector<std::int64_t> activation_shape(int micro_batch) const override {
+    return {micro_batch, block_size_, n_embd_};
+  }
+
+ protected:
+  ModelLayout layout_;
+  std::int64_t block_size_, n_embd_;
+};
+
+/// A decoder-only language model: windows split into ids and next ids, the mean or summed
+/// per-token cross-entropy of its head.
+class LanguageModel : public Model {
+ public:
+  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
+  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
+  bool first_stage() const override { return language_plan().first_stage(); }
+  bool last_stage() const override { return language_plan().last_stage(); }
+  ShardSpec shard(const std::string& name) const override { return language_plan().shard(name); }
+  const ModelPlan& plan() const override { return language_plan(); }
+
+ protected:
+  virtual const LanguageModelPlan& language_plan() const = 0;
+  /// The last stage's output (B, T, C) → the per-token loss (B·T,) fp32, nats.
+  virtual torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
+};
+
+}  // namespace gridtrain
+
+namespace gridtrain::lm {
 
 /// idx (B, T) int64 global ids → (B, T, C) rows of `weight`; with tp, weight (V/tp, C) is this
 /// rank's vocabulary shard and the rows are summed over tp (Megatron's vocabulary-parallel
@@ -60,10 +112,6 @@ using Fill = std::function<void(const std::string& name, torch::Tensor& full, at
 /// this rank's shard (spec(name)) taken.
 void initialize(torch::nn::Module& m, const std::function<ShardSpec(const std::string&)>& spec, int tp_rank,
                 int tp_size, std::uint64_t seed, const Fill& fill);
-
-/// Elements of the named parameters' shards on a rank of tp_size (padding included).
-std::int64_t local_elements(const std::vector<std::string>& names,
-                            const std::function<ShardSpec(const std::string&)>& spec, int tp_size);
 
 /// Whether s ends with suffix (parameter-name matching).
 bool ends_with(const std::string& s, const std::string& suffix);

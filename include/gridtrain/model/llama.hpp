@@ -32,36 +32,20 @@ struct LlamaShape {
 };
 
 /// This rank's part of a Llama for a layout: its parameters' shards and its costs.
-class LlamaPlan : public ModelPlan {
+class LlamaPlan : public LanguageModelPlan {
  public:
   LlamaPlan(const LlamaShape& s, const ModelLayout& layout);
   const LlamaShape& shape() const { return s_; }
-  const ModelLayout& layout() const { return layout_; }
-  bool first_stage() const { return layout_.stage == 0; }
-  bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
-  Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
-  int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
-  int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }
   /// The output head's parameter: lm_head.weight, or the embedding when tied.
   std::string head_name() const { return s_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"; }
-  /// This rank's parameter names, in the module's registration order.
-  std::vector<std::string> names() const;
+  std::vector<std::string> names() const override;
   /// Throws std::invalid_argument for a name that is not a Llama parameter.
-  ShardSpec shard(const std::string& name) const;
-  std::int64_t parameters() const override;
+  ShardSpec shard(const std::string& name) const override;
   /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B), N the whole model's
   /// parameters with the SwiGLU and grouped-query projections, the vocabulary matrix counted once
   /// (as the head: an untied input embedding is a lookup, no multiply).
   double flops_per_item() const override;
   int units() const override { return static_cast<int>(layout_.layers) + 2; }  // embedding, blocks, norm + head
-  std::int64_t items_per_sample() const override { return s_.block_size; }
-  const char* item() const override { return "token"; }
-  const char* flops_formula() const override { return "6N + 12LCT per token"; }
-  std::string samples() const override { return "sequences of " + std::to_string(s_.block_size) + " tokens"; }
-  /// (B, T, C).
-  std::vector<std::int64_t> activation_shape(int micro_batch) const override {
-    return {micro_batch, s_.block_size, s_.n_embd};
-  }
   /// Per layer of this stage b·T·C·(8 + (4 + 4·Hkv/H + 8·F/C + scores)/t) bytes at 2-byte
   /// activations, counted as Korthikanti et al. 2022 §4.2 count the GPT's: the block input, the
   /// two RMSNorm inputs and outputs replicated; q, k, v, the attention output and the SwiGLU's
@@ -71,7 +55,6 @@ class LlamaPlan : public ModelPlan {
 
  private:
   LlamaShape s_;
-  ModelLayout layout_;  // tp null when of size 1; layers resolved
 };
 
 /// RMSNorm: x · rsqrt(mean(x², -1) + eps) in fp32, cast back to x's type, times weight (C,).
@@ -124,21 +107,14 @@ class LlamaBlock : public torch::nn::Module {
   std::shared_ptr<LlamaMlp> mlp_;
 };
 
-class Llama : public Model {
+class Llama : public LanguageModel {
  public:
   explicit Llama(const LlamaShape& s, const ModelLayout& layout = {});
-  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
   torch::Tensor stage_forward(const torch::Tensor& input) override;
-  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
-  bool first_stage() const override { return plan_.first_stage(); }
-  bool last_stage() const override { return plan_.last_stage(); }
   /// Tied: the embedding on the first stage and on the last (the head's copy); untied: none.
   std::vector<std::string> tied_parameters() const override;
   std::string describe() const override;
-  ShardSpec shard(const std::string& name) const override { return plan_.shard(name); }
-  const ModelPlan& plan() const override { return plan_; }
-  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
   /// Weights ~ N(0, 0.02) (transformers' initializer_range), the residual projections o_proj and
   /// down_proj ~ N(0, 0.02/sqrt(2·L)) (GPT-2's scaling), RMSNorm weights 1; each tensor drawn whole
   /// from its own generator seeded by (seed, name), then this rank's shard taken.
@@ -150,7 +126,8 @@ class Llama : public Model {
 
  private:
   torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);  // (B, T, C) -> (B, T, C)
-  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);  // (B·T,) fp32
+  const LanguageModelPlan& language_plan() const override { return plan_; }
+  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   torch::Tensor& head_weight();
 
   LlamaPlan plan_;
