@@ -165,6 +165,7 @@ torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tens
 torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Gpt::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
+  check_context(idx, cache);
   const auto offset = cache ? cache->length : 0;
   auto x = run_blocks(embed(idx, offset), cache);
   return torch::nn::functional::linear(ln_f_->forward(x), wte_->weight).to(torch::kFloat);

@@ -34,6 +34,13 @@ torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const to
   return per_token_loss(hidden, targets).sum();
 }
 
+void LanguageModel::check_context(const torch::Tensor& idx, const KvCache* cache) const {
+  const auto end = (cache ? cache->length : 0) + idx.size(1), T = language_plan().items_per_sample();
+  if (end > T)
+    throw std::invalid_argument("logits: positions up to " + std::to_string(end) + " are past the context of " +
+                                std::to_string(T) + " (model.block_size)");
+}
+
 std::pair<torch::Tensor, torch::Tensor> LanguageModel::split(const torch::Tensor& rows) const {
   const auto T = language_plan().items_per_sample();  // rows (B, T + 1)
   return {rows.slice(1, 0, T), rows.slice(1, 1, T + 1)};
@@ -87,10 +94,7 @@ std::pair<torch::Tensor, torch::Tensor> append_kv(const CacheSlot& slot, const t
   if (!slot.cache) return {k, v};
   KvCache& c = *slot.cache;
   if (c.k.size() <= slot.layer) c.k.resize(slot.layer + 1), c.v.resize(slot.layer + 1);
-  const auto begin = c.length, end = c.length + k.size(2);
-  if (end > slot.capacity)
-    throw std::invalid_argument("KV cache: " + std::to_string(end) + " positions past the context of " +
-                                std::to_string(slot.capacity));
+  const auto begin = c.length, end = c.length + k.size(2);  // within capacity: LanguageModel::check_context
   auto& keys = c.k[slot.layer];
   auto& values = c.v[slot.layer];
   for (auto* t : {&keys, &values})  // preallocated: a decoding step writes its own position only

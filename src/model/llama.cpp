@@ -222,6 +222,7 @@ torch::Tensor Llama::per_token_loss(const torch::Tensor& hidden, const torch::Te
 torch::Tensor Llama::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
+  check_context(idx, cache);
   auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, nullptr), cache);
   return torch::nn::functional::linear(norm_->forward(x), head_weight()).to(torch::kFloat);
 }

@@ -34,6 +34,7 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
   for (int tp : {1, 2}) {  // dp = 4, and dp = 2 x tp = 2
     Config base = as_family(tiny(dir, 1, 8), family);
     base.grid.tp = tp;
+    if (base.model.type == ModelType::Llama) base.model.n_kv_head = 2;  // tp = 2 splits the key/value heads
     Trainer one_step(base, MPI_COMM_WORLD, quiet, 1.0);
     one_step.run();
     const auto after_step_1 = snapshot(one_step);

@@ -63,6 +63,8 @@ class LanguageModel : public Model {
 
  protected:
   virtual const LanguageModelPlan& language_plan() const = 0;
+  /// Throws std::invalid_argument when idx (B, T) after cache's positions runs past the context.
+  void check_context(const torch::Tensor& idx, const KvCache* cache) const;
   /// The last stage's output (B, T, C) → the per-token loss (B·T,) fp32, nats.
   virtual torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
 };
@@ -101,7 +103,7 @@ struct CacheSlot {
 /// k, v (B, Hkv, T, D) written at positions [offset, +T) of the slot's layer (its cache allocated
 /// for `capacity` positions on first use, so that a decoding step copies its own position only);
 /// returns views of the layer's keys and values so far; without a cache, k and v. The caller
-/// advances cache.length after the last layer. Throws std::invalid_argument past capacity.
+/// advances cache.length after the last layer; LanguageModel::check_context keeps it within capacity.
 std::pair<torch::Tensor, torch::Tensor> append_kv(const CacheSlot& slot, const torch::Tensor& k, const torch::Tensor& v);
 
 /// How one parameter starts: fill `full` (its global shape, fp32) drawing from `gen`.

@@ -56,8 +56,8 @@ class Model : public torch::nn::Module {
   /// idx (B, T) int64 → next-token logits (B, T, V) fp32, for `gridtrain generate`. With a
   /// cache, idx holds the T positions after the cache's length; their keys and values are
   /// appended to it (incremental decoding: T = 1 after the prompt costs one position's work).
-  /// cache->length + T must not exceed the context length. The whole model on one rank only;
-  /// throws std::logic_error otherwise and for models that are not language models.
+  /// Throws std::invalid_argument when cache->length + T exceeds the context length, and
+  /// std::logic_error unless the whole model is on this rank and is a language model.
   virtual torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) {
     (void)idx, (void)cache;
     throw std::logic_error("logits: not a language model");
