@@ -9,8 +9,9 @@ CASE (then its arguments):
                                 gridtrain's (<= 1e-5 relative) and that export -> import gives
                                 bitwise the checkpoint's weights
   - import FAMILY               a transformers model (llama or gpt2) with random weights, saved with
-                                save_pretrained (sharded), imported: gridtrain's logits equal
-                                transformers'; loaded at (1,2,2) it saves the same weights; and
+                                save_pretrained (sharded; and in bf16 and fp16), imported:
+                                gridtrain's logits equal transformers'; loaded at (1,2,2) it
+                                saves the same weights; and
                                 fine-tuning it 20 steps at dp 2 lowers the loss
   - generate FAMILY             greedy decoding of 32 tokens: `gridtrain generate --temperature 0`,
                                 with and without its KV cache, and transformers' generate give
@@ -133,6 +134,15 @@ def case_import(env, family):
     ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(2))
     want = hf_logits(hf_dir, ids)
     check_close(f"import {family} at (1,1,1)", env.logits(ckpt, ids), want)
+    # bf16 and fp16 files: widened exactly, so gridtrain's fp32 logits are transformers' on the
+    # same weights loaded as fp32.
+    from transformers import AutoModelForCausalLM
+    for dtype in (torch.bfloat16, torch.float16):
+        low_dir = f"{hf_dir}-{str(dtype)[6:]}"
+        AutoModelForCausalLM.from_pretrained(hf_dir, dtype=dtype).save_pretrained(low_dir)
+        low = os.path.join(env.work, f"imported-{family}-{str(dtype)[6:]}.h5")
+        run([env.gridtrain, "import", low_dir, "--output", low])
+        check_close(f"import {family} from {str(dtype)[6:]} files", env.logits(low, ids), hf_logits(low_dir, ids))
     # Loaded at (1,2,2) and saved after one step of a learning rate too small to move an fp32 weight.
     saved = env.train(f"init-{family}-122", keys + [f"--checkpoint.init_from={ckpt}", "--optim.lr=1e-30",
                                                    "--optim.min_lr=0"], 1, 2, 2, steps=1)
