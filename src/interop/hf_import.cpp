@@ -9,8 +9,8 @@
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/interop/hf.hpp"
 #include "gridtrain/interop/safetensors.hpp"
-#include "gridtrain/model/gpt.hpp"
-#include "gridtrain/model/llama.hpp"
+#include "gridtrain/model/language_model.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 #include "gridtrain/version.hpp"
@@ -141,16 +141,11 @@ std::vector<SafetensorsReader> weight_files(const fs::path& dir) {
 // The tensors under gridtrain's names, checked against the model config.json describes.
 std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& files, const Config& cfg,
                                           const std::string& dir) {
-  const DataShape data{cfg.model.vocab_size};
+  // The names and global shapes of the model config.json describes, from its plan (no tensors).
+  const auto plan = plan_model(cfg, DataShape{cfg.model.vocab_size}, {});
+  const auto& lm_plan = dynamic_cast<const LanguageModelPlan&>(*plan);  // gpt and llama only reach here
   std::map<std::string, std::vector<std::int64_t>> want;  // gridtrain name → global shape
-  auto expect = [&](const auto& plan) {
-    for (const auto& n : plan.names()) want[n] = plan.shard(n).global_shape;
-  };
-  if (cfg.model.type == ModelType::Gpt) expect(GptPlan(GptShape{data.vocab_size, cfg.model.block_size, cfg.model.n_layer,
-                                                                 cfg.model.n_head, cfg.model.n_embd}, {}));
-  else expect(LlamaPlan(LlamaShape{data.vocab_size, cfg.model.block_size, cfg.model.n_layer, cfg.model.n_head,
-                                   cfg.model.n_kv_head, cfg.model.n_embd, cfg.model.ffn_hidden, cfg.model.norm_eps,
-                                   cfg.model.rope_theta, cfg.model.tie_embeddings, true}, {}));
+  for (const auto& n : lm_plan.names()) want[n] = lm_plan.shard(n).global_shape;
   std::vector<hf::WholeTensor> out;
   for (const auto& f : files)
     for (const auto& [hf_name, info] : f.tensors()) {

@@ -1,13 +1,10 @@
 #include "hf_names.hpp"
 
+#include "gridtrain/model/language_model.hpp"
+
 namespace gridtrain::hf {
-namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
+using lm::ends_with;
 
 std::string to_hf(ModelType t, const std::string& name) { return t == ModelType::Gpt ? "transformer." + name : name; }
 
