@@ -151,7 +151,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   try {
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     const double state = cfg_.debug.alloc_limit_mb > 0 ? state_bytes().peak() : 0.0;
-    if (faults_.over_memory_budget(model_->plan().activation_bytes(guard_->micro_batch(), elem) + state, grid_->world()))
+    if (faults_.over_memory_budget(model_->plan().activation_bytes(guard_->micro_batch(), elem, 1) + state, grid_->world()))
       throw std::bad_alloc();
     const SyncCheck no_sync(cfg_.debug.sync_check);
     auto micro_batch = [&](std::int64_t first, int rows) { return model_->split(batch.narrow(0, first, rows)); };

@@ -102,6 +102,9 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.data.random_crop > 0 && c.model.type != ModelType::Cnn)
     errors.push_back("data.random_crop = " + std::to_string(c.data.random_crop) + " crops images, but model.type = " +
                      name_of(c.model.type) + " trains on tokens; valid: 0, or model.type = cnn");
+  if (c.train.recompute != Recompute::None && c.model.type == ModelType::Cnn)
+    errors.push_back(std::string("train.recompute = ") + name_of(c.train.recompute) +
+                     " recomputes transformer blocks, but model.type = cnn has none; valid: train.recompute = none");
   if (c.optim.min_lr > c.optim.lr)
     errors.push_back("optim.min_lr = " + std::to_string(c.optim.min_lr) + " is above optim.lr = " +
                      std::to_string(c.optim.lr) + "; valid: min_lr <= lr");

@@ -319,6 +319,10 @@ std::vector<Key> train_keys() {
       enum_key("train.schedule", GT_REF(train.schedule),
                "pipeline schedule over a step's micro-batches (global_batch / (micro_batch * dp) of them): 1f1b "
                "(one forward, one backward; fewest activations in flight) or gpipe (all forwards, then all backwards)"),
+      enum_key("train.recompute", GT_REF(train.recompute),
+               "activation recomputation (Korthikanti et al. 2022): none; selective (the attention core, its "
+               "scores and softmax, is run again in backward instead of kept); full (each transformer block keeps "
+               "only its input and runs its forward again in backward: ~1/3 more compute, a fraction of the memory)"),
       enum_key("train.on_oom", GT_REF(train.on_oom),
                "out of memory in forward/backward: abort, or backoff (every rank halves train.micro_batch and "
                "doubles accumulation, so the global batch and LR stay, and retries the step)"),

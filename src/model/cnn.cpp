@@ -44,14 +44,14 @@ double CnnPlan::flops_per_item() const {
   return 3.0 * 2.0 * macs;
 }
 
-double CnnPlan::activation_bytes(int micro_batch, int elem_bytes) const {
+double CnnPlan::activation_bytes(int micro_batch, int elem_bytes, int in_flight) const {
   double bytes = 0.0, in = s_.channels, hw = static_cast<double>(s_.height) * s_.width;
   for (const double w : s_.widths) {
     bytes += hw * (in + 4.0 * w) * elem_bytes + hw / 4.0 * w * 8.0;  // input, 2 bn inputs, 2 relu outputs; indices
     in = w;
     hw /= 4.0;
   }
-  return static_cast<double>(micro_batch) * bytes;
+  return static_cast<double>(in_flight) * micro_batch * bytes;
 }
 
 Cnn::Stage::Stage(int in, int out) {

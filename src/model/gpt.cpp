@@ -21,7 +21,7 @@ std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp)
-    : tp_(tp), n_head_(split(s.n_head, tp)), fused_(s.fused_attention) {
+    : tp_(tp), n_head_(split(s.n_head, tp)), fused_(s.fused_attention), recompute_(s.recompute) {
   c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, tp)));
   c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, tp), s.n_embd));
 }
@@ -32,7 +32,7 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, const lm::Cac
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H/tp, T, D)
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
-  auto y = lm::causal_attention(q, keys, values, fused_).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
+  auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
   if (!tp_) return c_proj_->forward(y);
   // Row-parallel: partial sums over this rank's input features, reduced, then the bias once.
   return reduce_from_tp(torch::nn::functional::linear(y, c_proj_->weight), *tp_) + c_proj_->bias;
@@ -62,7 +62,7 @@ torch::Tensor Block::forward(const torch::Tensor& x, const lm::CacheSlot& slot) 
 }
 
 GptPlan::GptPlan(const GptShape& s, const ModelLayout& layout)
-    : LanguageModelPlan(layout, s.n_layer, s.block_size, s.n_embd), s_(s) {}
+    : LanguageModelPlan(layout, s.n_layer, s.block_size, s.n_embd, s.vocab_size, s.recompute), s_(s) {}
 
 std::vector<std::string> GptPlan::names() const {
   std::vector<std::string> out;
@@ -142,7 +142,9 @@ torch::Tensor Gpt::run_blocks(torch::Tensor x, KvCache* cache) {
   for (std::size_t i = 0; i < h_.size(); ++i) {
     const int unit = kBlocks + static_cast<int>(i);
     gather(unit);
-    x = release(unit, h_[i]->forward(x, {cache, i, shape().block_size}));
+    const lm::CacheSlot slot{cache, i, shape().block_size};
+    auto block = [b = h_[i], slot](const torch::Tensor& in) { return b->forward(in, slot); };
+    x = release(unit, lm::block_forward(block, x, *h_[i], cache ? Recompute::None : shape().recompute));
   }
   if (cache) cache->length += x.size(1);
   return x;
@@ -171,13 +173,12 @@ torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
   return torch::nn::functional::linear(ln_f_->forward(x), wte_->weight).to(torch::kFloat);
 }
 
-double GptPlan::activation_bytes(int micro_batch, int elem_bytes) const {
-  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size, t = tp_size();
+GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_bytes) const {
+  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
   // Korthikanti et al. 2022, Table 2 (no dropout): 34 s b h bytes at 2-byte activations, 24 of
   // them split by tp, plus 5 a s² b for the attention scores, which fused attention never stores.
   const double scores = s_.fused_attention ? 0.0 : 5.0 * H * T / (C * t);
-  const double per_layer = b * T * C * (10.0 + 24.0 / t + scores) * elem_bytes / 2.0;
-  return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
+  return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 + 24.0 / t) * elem_bytes / 2.0};
 }
 
 double GptPlan::flops_per_item() const {

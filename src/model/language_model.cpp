@@ -4,16 +4,38 @@
 #include <limits>
 #include <stdexcept>
 
+#include "gridtrain/model/recompute.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
 #include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
 
 LanguageModelPlan::LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size,
-                                     std::int64_t n_embd)
-    : layout_(layout), block_size_(block_size), n_embd_(n_embd) {
+                                     std::int64_t n_embd, std::int64_t vocab_size, Recompute recompute)
+    : layout_(layout), n_layer_(n_layer), block_size_(block_size), n_embd_(n_embd), vocab_size_(vocab_size),
+      recompute_(recompute) {
   if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
   if (layout_.layers < 0) layout_.layers = n_layer - layout_.first_layer;
+}
+
+double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int in_flight) const {
+  const auto layer = layer_activations(micro_batch, elem_bytes);
+  const double input = static_cast<double>(micro_batch) * block_size_ * n_embd_ * elem_bytes;  // (B, T, C)
+  double kept = layer.scores + layer.rest, redone = 0.0;  // per layer; while one layer is recomputed
+  if (recompute_ == Recompute::Selective) kept = layer.rest, redone = layer.scores;
+  if (recompute_ == Recompute::Full) kept = input, redone = layer.scores + layer.rest;
+  const double head = last_stage() ? 8.0 * micro_batch * block_size_ * vocab_size_ / tp_size() : 0.0;
+  return in_flight * (static_cast<double>(layout_.layers) * kept + head) + (layout_.layers > 0 ? redone : 0.0);
+}
+
+double LanguageModelPlan::recompute_flops_per_item() const {
+  const double C = n_embd_, L = n_layer_, T = block_size_;
+  switch (recompute_) {
+    case Recompute::Full: return (flops_per_item() - 6.0 * vocab_size_ * C) / 3.0;
+    case Recompute::Selective: return 4.0 * L * C * T;
+    case Recompute::None: break;
+  }
+  return 0.0;
 }
 
 std::int64_t LanguageModelPlan::parameters() const {
@@ -88,6 +110,18 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
     att.masked_fill_(torch::ones({Tq, Tk}, q.options().dtype(torch::kBool)).triu(1),
                      -std::numeric_limits<float>::infinity());
   return torch::matmul(torch::softmax(att, -1), expand(v));
+}
+
+torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
+                             Recompute recompute) {
+  auto core = [fused](const std::vector<torch::Tensor>& t) { return causal_attention(t[0], t[1], t[2], fused); };
+  return recompute == Recompute::Selective ? recomputed(core, {q, k, v}) : core({q, k, v});
+}
+
+torch::Tensor block_forward(const std::function<torch::Tensor(const torch::Tensor&)>& forward, const torch::Tensor& x,
+                            const torch::nn::Module& block, Recompute recompute) {
+  if (recompute != Recompute::Full) return forward(x);
+  return recomputed([forward](const std::vector<torch::Tensor>& in) { return forward(in[0]); }, {x}, block.parameters());
 }
 
 std::pair<torch::Tensor, torch::Tensor> append_kv(const CacheSlot& slot, const torch::Tensor& k, const torch::Tensor& v) {

@@ -51,7 +51,8 @@ LlamaAttention::LlamaAttention(const LlamaShape& s, Axis* tp)
       n_head_(split(s.n_head, tp)),
       n_kv_head_(split(s.n_kv_head, tp)),
       head_dim_(s.head_dim()),
-      fused_(s.fused_attention) {
+      fused_(s.fused_attention),
+      recompute_(s.recompute) {
   q_proj_ = register_module("q_proj", linear(s.n_embd, n_head_ * head_dim_));
   k_proj_ = register_module("k_proj", linear(s.n_embd, n_kv_head_ * head_dim_));
   v_proj_ = register_module("v_proj", linear(s.n_embd, n_kv_head_ * head_dim_));
@@ -66,7 +67,7 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, 
   auto k = rotate(heads(k_proj_->forward(in), n_kv_head_), rope, slot.offset());  // (B, Hkv/tp, T, D)
   auto v = heads(v_proj_->forward(in), n_kv_head_);
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
-  auto y = lm::causal_attention(q, keys, values, fused_).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
+  auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
   auto out = o_proj_->forward(y);  // row-parallel: partial sums over this rank's heads
   return tp_ ? reduce_from_tp(out, *tp_) : out;
 }
@@ -96,7 +97,7 @@ torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope, cons
 }
 
 LlamaPlan::LlamaPlan(const LlamaShape& s, const ModelLayout& layout)
-    : LanguageModelPlan(layout, s.n_layer, s.block_size, s.n_embd), s_(s) {}
+    : LanguageModelPlan(layout, s.n_layer, s.block_size, s.n_embd, s.vocab_size, s.recompute), s_(s) {}
 
 std::vector<std::string> LlamaPlan::names() const {
   std::vector<std::string> out;
@@ -132,12 +133,11 @@ double LlamaPlan::flops_per_item() const {
   return 6.0 * n + 12.0 * L * C * s_.block_size;
 }
 
-double LlamaPlan::activation_bytes(int micro_batch, int elem_bytes) const {
-  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, V = s_.vocab_size, t = tp_size();
+LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int elem_bytes) const {
+  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
   const double scores = s_.fused_attention ? 0.0 : 5.0 * H * T / C;
-  const double split_part = 4.0 + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C + scores;
-  const double per_layer = b * T * C * (8.0 + split_part / t) * elem_bytes / 2.0;
-  return static_cast<double>(layout_.layers) * per_layer + (last_stage() ? 8.0 * b * T * V / t : 0.0);
+  const double split_part = 4.0 + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C;
+  return {b * T * C * scores / t * elem_bytes / 2.0, b * T * C * (8.0 + split_part / t) * elem_bytes / 2.0};
 }
 
 Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) {
@@ -194,7 +194,9 @@ torch::Tensor Llama::run_blocks(torch::Tensor x, KvCache* cache) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const int unit = kBlocks + static_cast<int>(i);
     gather(unit);
-    x = release(unit, layers_[i]->forward(x, rope_, {cache, i, shape().block_size}));
+    const lm::CacheSlot slot{cache, i, shape().block_size};
+    auto block = [b = layers_[i], this, slot](const torch::Tensor& in) { return b->forward(in, rope_, slot); };
+    x = release(unit, lm::block_forward(block, x, *layers_[i], cache ? Recompute::None : shape().recompute));
   }
   if (cache) cache->length += x.size(1);
   return x;

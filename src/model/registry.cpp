@@ -56,13 +56,15 @@ std::vector<std::string> cnn_layout_problems(const Config&, int tp, int pp) {
 }
 
 GptShape gpt_shape(const Config& c, const DataShape& d) {
-  return {d.vocab_size, c.model.block_size, c.model.n_layer, c.model.n_head, c.model.n_embd, fused_attention(c)};
+  return {d.vocab_size,     c.model.block_size, c.model.n_layer,  c.model.n_head,
+          c.model.n_embd,   fused_attention(c), c.train.recompute};
 }
 
 LlamaShape llama_shape(const Config& c, const DataShape& d) {
   const auto& m = c.model;
   return {d.vocab_size,   m.block_size, m.n_layer,   m.n_head,         kv_heads(c),
-          m.n_embd,       ffn_hidden(c), m.norm_eps, m.rope_theta, m.tie_embeddings, fused_attention(c)};
+          m.n_embd,       ffn_hidden(c), m.norm_eps, m.rope_theta, m.tie_embeddings, fused_attention(c),
+          c.train.recompute};
 }
 
 CnnShape cnn_shape(const Config& c, const DataShape& d) { return {d.channels, d.height, d.width, d.classes, c.model.channels}; }

@@ -12,6 +12,7 @@
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
 namespace {
@@ -69,7 +70,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                           (zero == 3 ? 4 * n / g.dp + two_units : 4 * n + (zero > 0 ? 4 * n / g.dp : 0.0)) / mib,
                           optim / (zero > 0 ? g.dp : 1) / mib,
                           elem == 2 ? 2 * n / mib : 0.0,  // autocast's low-precision copies of the weights
-                          in_flight * model->activation_bytes(cfg.train.micro_batch, elem) / mib,
+                          model->activation_bytes(cfg.train.micro_batch, elem, in_flight) / mib,
                           cfg.checkpoint.enabled() ? (4 * n + optim) / mib : 0.0,
                           0.0};
   for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
@@ -85,11 +86,11 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   std::snprintf(line, sizeof line,
                 "Dry run: %s, grid %d (dp) x %d (tp) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
                 "precision %s, optimizer %s\n"
-                "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, %d micro-batch(es) in flight "
-                "on stage 0; plus LibTorch, MPI and the dataset):\n"
+                "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, recompute %s, %d micro-batch(es) "
+                "in flight on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
                 name_of(cfg.model.type), g.dp, g.tp, g.pp, cfg.train.micro_batch, M, name_of(cfg.train.schedule),
-                name_of(cfg.precision.type), name_of(cfg.optim.type), gpipe ? M : std::min(g.pp, M),
+                name_of(cfg.precision.type), name_of(cfg.optim.type), name_of(cfg.train.recompute), gpipe ? M : std::min(g.pp, M),
                 "stage", "parameters",
                 "params", "grads", "optim", "casts", "activations", "snapshot", "total");
   std::string text = line;
@@ -102,9 +103,12 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                   v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     text += line;
   }
-  const double flops = model->flops_per_item() * cfg.train.global_batch * static_cast<double>(model->items_per_sample());
-  std::snprintf(line, sizeof line, "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)\n",
-                g.size(), worst, flops, flops / g.size(), model->flops_formula());
+  const double items = cfg.train.global_batch * static_cast<double>(model->items_per_sample());
+  const double flops = model->flops_per_item() * items, redone = model->recompute_flops_per_item() * items;
+  std::snprintf(line, sizeof line,
+                "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)%s\n", g.size(),
+                worst, flops, flops / g.size(), model->flops_formula(),
+                redone > 0 ? fmt(", plus %.4g recomputed", redone).c_str() : "");
   log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, g.dp) : ""));
   return 0;
 }

@@ -79,7 +79,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   // Compute: the step's FLOPs spread evenly over the ranks, at each rank's share of its node.
   const double items = static_cast<double>(first->items_per_sample()) * c.train.global_batch;
   const double model_flops = first->flops_per_item() * items;
-  const double flops = model_flops * (o.recompute ? 4.0 / 3.0 : 1.0);
+  const double flops = model_flops + first->recompute_flops_per_item() * items;
   const int on_node = std::min(N, m.ranks_per_node);
   const double share = m.cores_per_node > 0 ? std::min(1.0, m.cores_per_node / on_node) : 1.0;
   p.compute_s = flops / N / (m.flops_per_s * share);
@@ -93,8 +93,10 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
     for (const auto d : shape) n *= static_cast<double>(d);
     return n;
   };
-  if (l.tp > 1)
-    p.tp_s = layers.front() * M * (o.recompute ? 6 : 4) * allreduce_s(activation(), l.tp, link_of(m, 1, l.tp));
+  if (l.tp > 1) {  // two all-reduces per layer forward, two backward, and two more in a full recompute
+    const int per_layer = c.train.recompute == Recompute::Full ? 6 : 4;
+    p.tp_s = layers.front() * M * per_layer * allreduce_s(activation(), l.tp, link_of(m, 1, l.tp));
+  }
   if (l.pp > 1) {
     const Link& link = link_of(m, l.tp * l.dp, l.pp);
     const double bytes = &link == &m.inter ? activation() / l.tp : activation();
@@ -112,9 +114,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const auto zero = zero_state_bytes(l.zero, psi, c.optim.type, l.dp);
   const double state = zero[0] + zero[1] + zero[2] + (act == 2 ? 2.0 * psi : 0.0);
   const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
-  const double stage = first->activation_bytes(b, act);  // every layer's activations of one micro-batch
-  p.memory_bytes = state + (o.recompute ? in_flight * layers.front() * activation() + stage / layers.front()  // + one layer redone
-                                        : in_flight * stage);
+  p.memory_bytes = state + first->activation_bytes(b, act, static_cast<int>(in_flight));
   if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) p.infeasible = "out of memory";
   return p;
 }
@@ -199,7 +199,9 @@ std::string csv(const std::vector<Prediction>& ps) {
 
 }  // namespace
 
-int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log) {
+int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& log) {
+  Config cfg = deck;
+  if (r.recompute) cfg.train.recompute = Recompute::Full;
   std::vector<std::string> bad;  // every problem of the request, before any work
   if (r.ranks < 1) bad.push_back("--ranks " + std::to_string(r.ranks) + ": valid: an integer >= 1");
   const auto& L = r.layout;
@@ -223,7 +225,7 @@ int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log
   }
   const DataShape data = data_shape(cfg, world);
   const Machine m = request_machine(cfg, r);
-  const PredictOptions o{r.recompute, r.grad_bytes};
+  const PredictOptions o{r.grad_bytes};
   std::vector<Prediction> ps;
   if (!L.empty()) {
     const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage};
@@ -237,13 +239,15 @@ int predict(const Config& cfg, const PredictRequest& r, MPI_Comm world, Log& log
     log.print(csv(ps));
     return 0;
   }
+  const std::string recompute =
+      cfg.train.recompute == Recompute::None ? "" : std::string(", recomputation ") + name_of(cfg.train.recompute);
   char head[512];
   std::snprintf(head, sizeof head,
                 "Predicted step of %s (%s) on %d ranks of %s: %.4g TFLOP/s per rank achievable, %.4g peak, %d ranks per "
                 "node, links %.3g GB/s + %.3g us inside a node, %.3g GB/s + %.3g us between nodes%s\n",
                 cfg.deck_name.c_str(), name_of(cfg.model.type), r.ranks, m.name.c_str(), m.flops_per_s / 1e12,
                 m.peak_flops / 1e12, m.ranks_per_node, m.intra.bytes_per_s / 1e9, 1e6 * m.intra.latency_s,
-                m.inter.bytes_per_s / 1e9, 1e6 * m.inter.latency_s, r.recompute ? ", full recomputation" : "");
+                m.inter.bytes_per_s / 1e9, 1e6 * m.inter.latency_s, recompute.c_str());
   log.print(std::string(head) + format_predictions(ps, item));
   return 0;
 }

@@ -12,8 +12,7 @@ torch::ScalarType compute_dtype(PrecisionType precision) {
   return torch::kFloat;
 }
 
-AutocastGuard::AutocastGuard(PrecisionType precision, const torch::Device& device) : type_(device.type()) {
-  const auto d = compute_dtype(precision);
+AutocastGuard::AutocastGuard(torch::ScalarType d, torch::DeviceType type) : type_(type) {
   if (d == torch::kFloat) return;
   active_ = true;
   was_enabled_ = at::autocast::is_autocast_enabled(type_);

@@ -67,8 +67,8 @@ TEST_CASE("model.attention = sdpa computes the math path's loss and gradients", 
   }
   SECTION("the last of two pipeline stages, from activations") { check_same(family, {nullptr, 1, 2, 1, 1}, true); }
   SECTION("fused attention stores no (B, H, T, T) scores") {
-    CHECK(plan_model(attention_config(Attention::Sdpa), DataShape{64}, {})->activation_bytes(4, 4) <
-          plan_model(attention_config(Attention::Math), DataShape{64}, {})->activation_bytes(4, 4));
+    CHECK(plan_model(attention_config(Attention::Sdpa), DataShape{64}, {})->activation_bytes(4, 4, 1) <
+          plan_model(attention_config(Attention::Math), DataShape{64}, {})->activation_bytes(4, 4, 1));
   }
 }
 

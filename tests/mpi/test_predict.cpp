@@ -3,6 +3,8 @@
 // Table 1) within 25 %. No MPI traffic; tagged [np2] to run in the MPI suite, which links LibTorch.
 #include <catch2/catch.hpp>
 
+#include "gridtrain/model/registry.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/plan/predict.hpp"
 
 using namespace gridtrain;
@@ -45,6 +47,19 @@ TEST_CASE("predict: each term follows its formula", "[np2][predict]") {
   CHECK(p.tp_s == Approx(4 * 4 * M * (2 * 1e-5 + activation / 1e11)));  // 4 layers per stage, 4 per layer
   CHECK(p.pp_s == Approx(2 * M * (1e-5 + activation / 1e11)));           // stride 4 · 2 ranks fit the node
   CHECK(p.step_s == Approx(p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.dp_s));
+  // Recomputation: the trainer's accountant's activations and FLOPs, two more all-reduces per
+  // layer for full.
+  for (auto r : {Recompute::Selective, Recompute::Full}) {
+    CAPTURE(name_of(r));
+    Config rc = c;
+    rc.train.recompute = r;
+    const Prediction q = predict_step(rc, data, {2, 2, 2, 0}, m, {});
+    const auto plan = [&](const Config& k) { return plan_model(k, data, stage_layout({4, 4}, 0, nullptr, 2)); };
+    CHECK(q.memory_bytes - p.memory_bytes ==
+          Approx(plan(rc)->activation_bytes(2, 2, 2) - plan(c)->activation_bytes(2, 2, 2)));
+    CHECK(q.compute_s == Approx(p.compute_s * (1 + plan(rc)->recompute_flops_per_item() / plan(c)->flops_per_item())));
+    CHECK(q.tp_s == Approx(p.tp_s * (r == Recompute::Full ? 1.5 : 1.0)));
+  }
   // ZeRO stage 3 moves 3/2 the bytes of stages 0-2 and shards the model state by dp.
   const Prediction z0 = predict_step(c, data, {2, 2, 2, 0}, m, {}), z3 = predict_step(c, data, {2, 2, 2, 3}, m, {});
   CHECK(z3.dp_s == Approx(1.5 * z0.dp_s));
@@ -99,8 +114,9 @@ TEST_CASE("predict matches Megatron-LM's A100 throughput within 25 %", "[np2][pr
                        Row{40, 6144, 48, 1024, 32, 8, 1, 135}}) {
     CAPTURE(r.layers, r.width);
     Config c = gpt(r.layers, r.width, r.heads, r.batch, 1);
+    c.train.recompute = Recompute::Full;  // as the paper's runs
     const Prediction p = predict_step(c, {51200}, {r.dp, r.tp, r.pp, 0}, device_machine("a100", PrecisionType::Bf16, 0.5),
-                                      {/*recompute=*/true, /*grad_bytes=*/2});
+                                      {/*grad_bytes=*/2});
     CHECK(p.infeasible.empty());
     CHECK(p.tflops_per_rank == Approx(r.tflops).epsilon(0.25));
   }

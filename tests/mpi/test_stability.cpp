@@ -88,7 +88,7 @@ TEST_CASE("out-of-memory backoff finishes with the losses of a run that started 
   big.train.micro_batch = 4;
   big.train.on_oom = OnOom::Backoff;
   Trainer probe(big, MPI_COMM_WORLD, quiet, 1.0);  // the limit: between the needs of 1 and 2 sequences
-  big.debug.alloc_limit_mb = (1.5 * probe.model().plan().activation_bytes(1, 4) + probe.state_bytes().peak()) / (1024.0 * 1024.0);
+  big.debug.alloc_limit_mb = (1.5 * probe.model().plan().activation_bytes(1, 4, 1) + probe.state_bytes().peak()) / (1024.0 * 1024.0);
   Trainer backed_off(big, MPI_COMM_WORLD, quiet, 1.0);
   const auto got = backed_off.run();
   CHECK(backed_off.accumulation() == 4);

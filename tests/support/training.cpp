@@ -73,6 +73,17 @@ std::vector<torch::Tensor> snapshot(Trainer& t) {
   return out;
 }
 
+void check_same_run(const RunResult& got, const RunResult& want, double tolerance) {
+  auto rel = [](double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); };
+  REQUIRE(got.losses.size() == want.losses.size());
+  REQUIRE(got.grad_norms.size() == want.grad_norms.size());
+  for (std::size_t s = 0; s < want.losses.size(); ++s) {
+    CAPTURE(s);
+    CHECK(rel(got.losses[s], want.losses[s]) <= tolerance);
+    CHECK(rel(got.grad_norms[s], want.grad_norms[s]) <= tolerance);
+  }
+}
+
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)

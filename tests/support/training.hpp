@@ -28,6 +28,9 @@ Config tiny_cnn(const std::string& dir, int steps, int global_batch);
 /// Copies of every parameter, batch-norm statistic and optimizer state tensor.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
+/// Checks that two runs have the same loss and gradient norm at every step, within `tolerance`
+/// relative.
+void check_same_run(const RunResult& got, const RunResult& want, double tolerance = 1e-6);
 /// Trains config(total) straight (no checkpoints), config(stop) into its checkpoint.dir, then
 /// config(total) resumed from there (checkpoint.resume = auto), and checks that the resumed run
 /// starts at `stop` and continues the straight one bit for bit: the same loss at every step from

@@ -24,6 +24,7 @@ enum class LrScaling { None, Linear };
 enum class DeviceKind { Auto, Cpu, Cuda };
 enum class OnOom { Abort, Backoff };
 enum class PipelineSchedule { OneFOneB, GPipe };
+enum class Recompute { None, Selective, Full };
 enum class PrecisionType { Fp32, Bf16, Fp16 };
 enum class LossScaling { Auto, Dynamic, None };
 enum class Compression { None, Fp16, Bf16 };
@@ -39,6 +40,7 @@ constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
 constexpr auto enum_names(DeviceKind) { return std::array{"auto", "cpu", "cuda"}; }
 constexpr auto enum_names(OnOom) { return std::array{"abort", "backoff"}; }
 constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe"}; }
+constexpr auto enum_names(Recompute) { return std::array{"none", "selective", "full"}; }
 constexpr auto enum_names(PrecisionType) { return std::array{"fp32", "bf16", "fp16"}; }
 constexpr auto enum_names(LossScaling) { return std::array{"auto", "dynamic", "none"}; }
 constexpr auto enum_names(Compression) { return std::array{"none", "fp16", "bf16"}; }
@@ -120,6 +122,7 @@ struct Config {
     double outlier_z = 6.0;          ///< z-score above which a step is an outlier
     OnOom on_oom = OnOom::Abort;     ///< backoff: halve the micro-batch, double accumulation
     PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+    Recompute recompute = Recompute::None;  ///< activation recomputation in backward (model/recompute.hpp)
   } train;
   struct Precision {
     gridtrain::PrecisionType type = gridtrain::PrecisionType::Fp32;  ///< autocast compute; fp32 master weights

@@ -40,8 +40,8 @@ class CnnPlan : public ModelPlan {
   std::vector<std::int64_t> activation_shape(int) const override { return {}; }
   /// What backward keeps per image: each stage's input, both batch-norm inputs and both ReLU
   /// outputs (the next layer's and the pooling's inputs are those same tensors) at elem_bytes,
-  /// and the pooling's int64 indices.
-  double activation_bytes(int micro_batch, int elem_bytes) const override;
+  /// and the pooling's int64 indices; times in_flight (the CNN recomputes nothing).
+  double activation_bytes(int micro_batch, int elem_bytes, int in_flight) const override;
   /// Features entering the head: w_last · (H / 2^S) · (W / 2^S).
   std::int64_t head_features() const;
 

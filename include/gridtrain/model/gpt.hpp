@@ -23,6 +23,7 @@ namespace gridtrain {
 struct GptShape {
   std::int64_t vocab_size, block_size, n_layer, n_head, n_embd;
   bool fused_attention = false;  ///< at::scaled_dot_product_attention instead of the written-out math
+  Recompute recompute = Recompute::None;  ///< train.recompute
 };
 
 /// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used
@@ -41,11 +42,12 @@ class GptPlan : public LanguageModelPlan {
   /// with N the whole model's count whatever the layout.
   double flops_per_item() const override;
   int units() const override { return static_cast<int>(layout_.layers) + 3; }  // blocks, wte, wpe, ln_f
-  /// Per layer of this stage b·T·C·(10 + 24/t + 5·H·T/(C·t)) bytes at 2-byte activations
+
+ protected:
+  /// b·T·C·(10 + 24/t) bytes at 2-byte activations and the scores' b·T·C·5·H·T/(C·t)
   /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; no dropout
-  /// here, so an upper bound), scaled to elem_bytes; plus on the last stage the fp32 logits and
-  /// their softmax, 8·b·T·V/t.
-  double activation_bytes(int micro_batch, int elem_bytes) const override;
+  /// here, so an upper bound), scaled to elem_bytes.
+  LayerActivations layer_activations(int micro_batch, int elem_bytes) const override;
 
  private:
   GptShape s_;
@@ -61,6 +63,7 @@ class CausalSelfAttention : public torch::nn::Module {
   std::int64_t n_head_;  // heads on this tp rank
   torch::nn::Linear c_attn_{nullptr}, c_proj_{nullptr};
   bool fused_;
+  Recompute recompute_;  // selective: the attention core runs again in backward
 };
 
 class Mlp : public torch::nn::Module {

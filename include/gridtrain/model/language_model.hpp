@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/config/config.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/parallel/shard.hpp"
 
@@ -23,7 +24,8 @@ namespace gridtrain {
 class LanguageModelPlan : public ModelPlan {
  public:
   /// layout's null-or-size-1 tp resolved to null, its layers (-1: all) to a count.
-  LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size, std::int64_t n_embd);
+  LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size, std::int64_t n_embd,
+                    std::int64_t vocab_size, Recompute recompute);
   const ModelLayout& layout() const { return layout_; }
   bool first_stage() const { return layout_.stage == 0; }
   bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
@@ -43,10 +45,29 @@ class LanguageModelPlan : public ModelPlan {
   std::vector<std::int64_t> activation_shape(int micro_batch) const override {
     return {micro_batch, block_size_, n_embd_};
   }
+  Recompute recompute() const { return recompute_; }
+  /// Korthikanti et al. 2022, Table 2, per layer and micro-batch in flight: none keeps
+  /// layer_activations() whole; selective all but the attention scores (rebuilt for one layer at
+  /// a time in backward); full only the block's input b·T·C (and one layer's whole activations
+  /// rebuilt at a time). Plus on the last stage, per micro-batch, the fp32 logits and their
+  /// softmax, 8·b·T·V/t.
+  double activation_bytes(int micro_batch, int elem_bytes, int in_flight) const final;
+  /// full: the blocks' forward again, (flops_per_item − 6·V·C) / 3; selective: the attention
+  /// core's forward again, q kᵀ and the weighted sum, 4·L·C·T.
+  double recompute_flops_per_item() const final;
 
  protected:
+  /// One layer's activations kept for backward by one micro-batch without recomputation, bytes
+  /// at elem_bytes per element: the attention scores and softmax (0 with fused attention, which
+  /// never stores them), and the rest.
+  struct LayerActivations {
+    double scores, rest;
+  };
+  virtual LayerActivations layer_activations(int micro_batch, int elem_bytes) const = 0;
+
   ModelLayout layout_;
-  std::int64_t block_size_, n_embd_;
+  std::int64_t n_layer_, block_size_, n_embd_, vocab_size_;
+  Recompute recompute_;
 };
 
 /// A decoder-only language model: windows split into ids and next ids, the mean or summed
@@ -90,6 +111,17 @@ torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, con
 /// after a KV cache) none. fused: at::scaled_dot_product_attention; else the written-out math.
 /// Throws std::invalid_argument for another Tq.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused);
+
+/// causal_attention; with recompute = selective it keeps only q, k, v for backward and computes
+/// its scores and softmax again there (Korthikanti et al. 2022, §5).
+torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
+                             Recompute recompute);
+
+/// forward(x) of a transformer block, x (B, T, C) → (B, T, C); with recompute = full the block
+/// keeps only x for backward and runs forward again there (Megatron's full recomputation; its
+/// parameters, block's, get their gradients as without it).
+torch::Tensor block_forward(const std::function<torch::Tensor(const torch::Tensor&)>& forward, const torch::Tensor& x,
+                            const torch::nn::Module& block, Recompute recompute);
 
 /// Where one layer's attention keeps its keys and values while decoding (cache null: training,
 /// validation and uncached logits).

@@ -28,6 +28,7 @@ struct LlamaShape {
   double norm_eps, rope_theta;
   bool tie_embeddings;
   bool fused_attention;  ///< at::scaled_dot_product_attention instead of the written-out math
+  Recompute recompute;   ///< train.recompute
   std::int64_t head_dim() const { return n_embd / n_head; }
 };
 
@@ -46,12 +47,13 @@ class LlamaPlan : public LanguageModelPlan {
   /// (as the head: an untied input embedding is a lookup, no multiply).
   double flops_per_item() const override;
   int units() const override { return static_cast<int>(layout_.layers) + 2; }  // embedding, blocks, norm + head
-  /// Per layer of this stage b·T·C·(8 + (4 + 4·Hkv/H + 8·F/C + scores)/t) bytes at 2-byte
-  /// activations, counted as Korthikanti et al. 2022 §4.2 count the GPT's: the block input, the
-  /// two RMSNorm inputs and outputs replicated; q, k, v, the attention output and the SwiGLU's
-  /// gate, up, silu(gate) and product split by tp; scores 5·H·T/C for math attention. Plus on
-  /// the last stage the fp32 logits and their softmax, 8·b·T·V/t.
-  double activation_bytes(int micro_batch, int elem_bytes) const override;
+
+ protected:
+  /// b·T·C·(8 + (4 + 4·Hkv/H + 8·F/C)/t) bytes at 2-byte activations, counted as Korthikanti et
+  /// al. 2022 §4.2 count the GPT's: the block input, the two RMSNorm inputs and outputs
+  /// replicated; q, k, v, the attention output and the SwiGLU's gate, up, silu(gate) and product
+  /// split by tp; and the scores' b·T·C·5·H·T/(C·t) for math attention.
+  LayerActivations layer_activations(int micro_batch, int elem_bytes) const override;
 
  private:
   LlamaShape s_;
@@ -84,6 +86,7 @@ class LlamaAttention : public torch::nn::Module {
   std::int64_t n_head_, n_kv_head_, head_dim_;  // heads on this tp rank
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   bool fused_;
+  Recompute recompute_;  // selective: the attention core runs again in backward
 };
 
 class LlamaMlp : public torch::nn::Module {

@@ -125,9 +125,13 @@ class ModelPlan {
   /// Shape of the activations a pipeline stage sends the next for a micro-batch of micro_batch
   /// samples, (B, T, C) for a transformer; empty for a model of one stage.
   virtual std::vector<std::int64_t> activation_shape(int micro_batch) const = 0;
-  /// Estimated activation memory kept for backward by one micro-batch of micro_batch samples
-  /// on this rank, bytes, with activations of elem_bytes bytes (4 fp32, 2 bf16/fp16).
-  virtual double activation_bytes(int micro_batch, int elem_bytes) const = 0;
+  /// Estimated activation memory on this rank, bytes, while `in_flight` micro-batches of
+  /// micro_batch samples wait for their backward, with activations of elem_bytes bytes (4 fp32,
+  /// 2 bf16/fp16): what each keeps for backward (as train.recompute allows), plus what is built
+  /// again while one layer is recomputed.
+  virtual double activation_bytes(int micro_batch, int elem_bytes, int in_flight) const = 0;
+  /// Training FLOPs per item that train.recompute adds to flops_per_item (the forwards run again).
+  virtual double recompute_flops_per_item() const { return 0.0; }
 };
 
 /// Number of elements over all parameters.

@@ -72,7 +72,6 @@ struct Prediction {
 };
 
 struct PredictOptions {
-  bool recompute = false;  ///< full activation recomputation (Megatron's --recompute-activations)
   int grad_bytes = 4;      ///< bytes per gradient element in the dp all-reduce (4 fp32, 2 bf16)
 };
 
@@ -101,7 +100,7 @@ struct PredictRequest {
   int ranks_per_node = 0;       ///< 0: the device's node (8 GPUs) or, on cpu, every rank on one node
   double cores_per_node = 0;    ///< cpu: 0 = this machine's cores
   double intra_gbps = 0, intra_us = -1, inter_gbps = 0, inter_us = -1;  ///< links; 0 / -1: the machine's
-  bool recompute = false;       ///< full activation recomputation
+  bool recompute = false;       ///< full activation recomputation (train.recompute = full); else the deck's
   int grad_bytes = 4;           ///< bytes per gradient element all-reduced over dp
   int top = 10;                 ///< layouts listed
   bool csv = false;             ///< CSV rows instead of the table

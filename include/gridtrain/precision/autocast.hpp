@@ -15,7 +15,10 @@ torch::ScalarType compute_dtype(PrecisionType precision);
 /// state after. Not copyable; nest freely.
 class AutocastGuard {
  public:
-  AutocastGuard(PrecisionType precision, const torch::Device& device);
+  AutocastGuard(PrecisionType precision, const torch::Device& device)
+      : AutocastGuard(compute_dtype(precision), device.type()) {}
+  /// Autocast to dtype on devices of `type`; kFloat: none.
+  AutocastGuard(torch::ScalarType dtype, torch::DeviceType type);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
