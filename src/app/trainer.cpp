@@ -34,19 +34,18 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     log_.print("Peak: " + fmt("%.1f", peak_gflops_) + " GFLOP/s per rank (" + peak_source_ + ", rank 0)\n");
   }
   load_data();
+  checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_, samples_->id());
   build_model();
   guard_ = std::make_unique<StepGuard>(cfg_, grid_->world(), plan_.shape.dp, cfg_.train.micro_batch,
                                        plan_.accumulation, log_);
   describe_setup();
-  checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_, samples_->id());
+  // ZeRO stage 3 loads each rank's pieces straight into its shards: nothing is gathered.
   if (auto path = checkpointer_->resume_path()) {
-    const WholeParameters whole(parameters(), /*adopt=*/true);  // ZeRO stage 3: loaded whole, then sharded
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
     start_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
   } else if (cfg_.checkpoint.init_from != "none") {
-    const WholeParameters whole(parameters(), /*adopt=*/true);
     checkpointer_->load_weights(cfg_.checkpoint.init_from, *model_, *optimizer_);
   }
 }
@@ -97,7 +96,10 @@ void Trainer::build_model() {
     for (std::size_t i = 0; i < named.size(); ++i)
       named[i] = {named[i].name, pieces[i].param, named[i].param.sizes().vec(), pieces[i].offset};
   }
-  if (dp_->zero_stage() == 3) model_->set_parameter_gather(&parameters());
+  if (dp_->zero_stage() == 3) {
+    model_->set_parameter_gather(&parameters());
+    checkpointer_->use_parameter_pieces(named);  // saved and loaded as the shards they are
+  }
   optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
   const ModelPlan& plan = model_->plan();
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule,
@@ -245,7 +247,6 @@ RunResult Trainer::run() {
     const int sig = agree_stop_signal(grid_->world());
     const bool stop = sig != 0 && !last;  // a signal on the last step changes nothing: the run is complete
     if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled())) {
-      const WholeParameters whole(parameters());  // ZeRO stage 3
       checkpointer_->save(s + 1, sample_index_, samples_->epoch(sample_index_), *model_, *optimizer_,
                           guard_->state());
     }

@@ -15,29 +15,27 @@ namespace {
 hid_t file_type(DType t) { return t == DType::F32 ? H5T_IEEE_F32LE : H5T_STD_U8LE; }
 hid_t mem_type(DType t) { return t == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT8; }
 
-// Selects slab in a copy of the dataset's file space; returns (file space, memory space).
-std::pair<H5Id, H5Id> select(hid_t dataset, const Slab& slab) {
+// Selects the rectangles in a copy of the dataset's file space; returns (file space, memory
+// space). HDF5 transfers a union of hyperslabs in the file's row-major order: the rectangles'
+// order (Selection).
+std::pair<H5Id, H5Id> select(hid_t dataset, const Selection& selection) {
   H5Id file_space(H5Dget_space(dataset), "H5Dget_space");
-  if (slab.empty || slab.elements() == 0) {
+  const hsize_t n = elements(selection);
+  if (n == 0) {
     H5Sselect_none(file_space);
     H5Id mem(H5Scopy(file_space), "H5Scopy");  // same extent, nothing selected
     H5Sselect_none(mem);
     return {std::move(file_space), std::move(mem)};
   }
-  auto mem_dims = slab.count;
-  if (!slab.offset.empty()) {
-    // start = offset, stride = (stride, 1, ...), count = (blocks, 1, ...), block = count
-    std::vector<hsize_t> stride(slab.count.size(), 1), repeat(slab.count.size(), 1);
-    stride[0] = slab.blocks > 1 ? slab.stride : 1;
-    repeat[0] = slab.blocks;
-    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, slab.offset.data(), stride.data(), repeat.data(),
-                        slab.count.data());
-    mem_dims[0] *= slab.blocks;
+  if (selection.front().offset.empty()) return {std::move(file_space), H5Id(H5Screate(H5S_SCALAR), "H5Screate")};
+  bool first = true;
+  for (const Slab& r : selection) {
+    if (r.elements() == 0) continue;
+    H5Sselect_hyperslab(file_space, first ? H5S_SELECT_SET : H5S_SELECT_OR, r.offset.data(), nullptr, r.count.data(),
+                        nullptr);
+    first = false;
   }
-  H5Id mem(mem_dims.empty() ? H5Screate(H5S_SCALAR)
-                            : H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr),
-           "H5Screate_simple");
-  return {std::move(file_space), std::move(mem)};
+  return {std::move(file_space), H5Id(H5Screate_simple(1, &n, nullptr), "H5Screate_simple")};
 }
 
 // A failed write, with the OS error. Through HDF5 and MPI-IO errno is unreliable on the rank
@@ -79,6 +77,74 @@ Slab Slab::block(hsize_t b) const {
   return one;
 }
 
+Selection rectangles(const Slab& slab) {
+  Selection out;
+  for (hsize_t b = 0; b < slab.blocks && slab.elements() > 0; ++b) out.push_back(slab.block(b));
+  return out;
+}
+
+std::size_t elements(const Selection& s) {
+  std::size_t n = 0;
+  for (const auto& r : s) n += r.elements();
+  return n;
+}
+
+namespace {
+
+// The flat range [begin, end) of a row-major tensor of `shape` from dimension d on, at `at` in
+// the dimensions before d, as rectangles appended to out in order (Slab offsets in local
+// coordinates): a partial first index of d, the whole ones, a partial last one.
+void flat_rectangles(const std::vector<hsize_t>& shape, std::size_t d, std::vector<hsize_t> at, hsize_t begin,
+                     hsize_t end, Selection& out) {
+  if (begin >= end) return;
+  hsize_t inner = 1;  // elements per index of dimension d
+  for (std::size_t k = d + 1; k < shape.size(); ++k) inner *= shape[k];
+  auto rectangle = [&](hsize_t first, hsize_t last) {  // indices [first, last) of d, everything below
+    Slab r{at, {}, false};
+    r.offset.push_back(first);
+    r.offset.resize(shape.size(), 0);
+    r.count.assign(d, 1);
+    r.count.push_back(last - first);
+    r.count.insert(r.count.end(), shape.begin() + static_cast<std::ptrdiff_t>(d) + 1, shape.end());
+    out.push_back(std::move(r));
+  };
+  const hsize_t lo = begin / inner, hi = end / inner;  // hi: the index where a partial last one starts
+  auto deeper = [&](hsize_t index, hsize_t from, hsize_t to) {
+    auto next = at;
+    next.push_back(index);
+    flat_rectangles(shape, d + 1, next, from - index * inner, to - index * inner, out);
+  };
+  if (lo == hi) return deeper(lo, begin, end);  // within one index of d
+  hsize_t whole_from = lo;
+  if (begin % inner != 0) deeper(lo, begin, (lo + 1) * inner), whole_from = lo + 1;
+  if (hi > whole_from) rectangle(whole_from, hi);
+  if (end % inner != 0) deeper(hi, hi * inner, end);
+}
+
+}  // namespace
+
+Selection piece_selection(const Slab& whole, const std::vector<hsize_t>& local_shape, hsize_t begin, hsize_t count) {
+  Selection local, out;
+  if (whole.empty || count == 0) return out;
+  flat_rectangles(local_shape, 0, {}, begin, begin + count, local);
+  const hsize_t block_rows = local_shape[0] / whole.blocks, valid = whole.count[0];  // rows past valid: padding
+  for (Slab r : local) {
+    // Dimension 0 split at the blocks' boundaries, then each part moved to its block's place.
+    for (hsize_t row = r.offset[0], end = r.offset[0] + r.count[0]; row < end;) {
+      const hsize_t b = row / block_rows, in_block = row % block_rows;
+      const hsize_t rows = std::min(end - row, block_rows - in_block);
+      Slab g = r;
+      g.offset[0] = in_block;
+      g.count[0] = in_block < valid ? std::min(rows, valid - in_block) : 0;
+      const Slab place = whole.block(b);
+      for (std::size_t k = 0; k < g.offset.size(); ++k) g.offset[k] += place.offset[k];
+      if (g.elements() > 0) out.push_back(std::move(g));
+      row += rows;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // MurmurHash3's 32-bit finalizer of (element bits ^ index · golden ratio), summed in 64 bits.
@@ -107,14 +173,18 @@ std::uint64_t xsum_bytes(const unsigned char* b, std::size_t n, std::uint32_t fi
 
 }  // namespace
 
-std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Slab& slab) {
-  if (slab.blocks > 1) {  // block by block: they lie one after another in data
-    std::uint64_t sum = 0;
-    const std::size_t bytes = slab.elements() / slab.blocks * dtype_size(t);
-    for (hsize_t b = 0; b < slab.blocks; ++b)
-      sum += xsum64(static_cast<const unsigned char*>(data) + b * bytes, t, shape, slab.block(b));
-    return sum;
+std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Selection& selection) {
+  std::uint64_t sum = 0;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (const Slab& r : selection) {  // one after another in data
+    sum += xsum64(bytes, t, shape, r);
+    bytes += r.elements() * dtype_size(t);
   }
+  return sum;
+}
+
+std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Slab& slab) {
+  if (slab.blocks > 1) return xsum64(data, t, shape, rectangles(slab));
   const std::size_t n = slab.elements();
   if (n == 0) return 0;
   const std::size_t rank = shape.size();
@@ -157,8 +227,8 @@ CheckpointFile CheckpointFile::open(const std::string& path, MPI_Comm comm) {
   return CheckpointFile(std::move(file), comm, path);
 }
 
-void CheckpointFile::write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
-                           const void* data) {
+void CheckpointFile::write(const std::string& name, DType t, const std::vector<hsize_t>& shape,
+                           const Selection& selection, const void* data) {
   H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
   H5Pset_create_intermediate_group(lcpl, 1);
   H5Id space(shape.empty() ? H5Screate(H5S_SCALAR)
@@ -166,12 +236,12 @@ void CheckpointFile::write(const std::string& name, DType t, const std::vector<h
              "H5Screate_simple");
   H5Id ds(H5Dcreate2(file_, name.c_str(), file_type(t), space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
           "cannot create dataset " + name);
-  auto [file_space, mem_space] = select(ds, slab);
+  auto [file_space, mem_space] = select(ds, selection);
   H5Id xfer = h5_collective_xfer();
   errno = 0;
   if (H5Dwrite(ds, mem_type(t), mem_space, file_space, xfer, data) < 0)
     throw write_error("cannot write dataset " + name, path_);
-  unsealed_.emplace_back(name, xsum64(data, t, shape, slab));
+  unsealed_.emplace_back(name, xsum64(data, t, shape, selection));
 }
 
 void CheckpointFile::seal() {
@@ -241,8 +311,8 @@ std::vector<hsize_t> CheckpointFile::shape_of(const std::string& name) const {
   return dims;
 }
 
-void CheckpointFile::read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
-                          void* out, bool primary) {
+void CheckpointFile::read(const std::string& name, DType t, const std::vector<hsize_t>& shape,
+                          const Selection& selection, void* out, bool primary) {
   const auto found = shape_of(name);
   if (found != shape)
     throw std::runtime_error("tensor " + name + " has shape " + shape_text(found) + " in the checkpoint but " +
@@ -250,7 +320,7 @@ void CheckpointFile::read(const std::string& name, DType t, const std::vector<hs
   H5Id ds(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), "cannot open dataset " + name);
   H5Id type(H5Dget_type(ds), "H5Dget_type");
   if (H5Tequal(type, file_type(t)) <= 0) throw std::runtime_error("dataset " + name + " has an unexpected type");
-  auto [file_space, mem_space] = select(ds, slab);
+  auto [file_space, mem_space] = select(ds, selection);
   H5Id xfer = h5_collective_xfer();
   errno = 0;
   if (H5Dread(ds, mem_type(t), mem_space, file_space, xfer, out) < 0)
@@ -259,9 +329,9 @@ void CheckpointFile::read(const std::string& name, DType t, const std::vector<hs
   const auto expected = static_cast<std::uint64_t>(h5_read_attr_int(ds, "xsum64"));
   // A rank holding the whole tensor verifies it alone; a partition is verified by adding up the
   // primary shards' sums.
-  int everyone_whole = !slab.empty && slab.blocks == 1 && slab.count == shape ? 1 : 0;
+  int everyone_whole = selection.size() == 1 && selection.front().count == shape ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &everyone_whole, 1, MPI_INT, MPI_MIN, comm_);
-  const std::uint64_t local = xsum64(out, t, shape, slab);
+  const std::uint64_t local = xsum64(out, t, shape, selection);
   const bool ok = everyone_whole ? local == expected : allreduce_sum(primary ? local : 0, comm_) == expected;
   int all_ok = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, comm_);

@@ -34,7 +34,7 @@ struct Snapshot {
     std::string name;
     DType type;
     std::vector<hsize_t> shape;
-    Slab slab;
+    Selection selection;
     std::vector<unsigned char> bytes;
   };
   long long step = 0;
@@ -137,7 +137,10 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Opti
   std::map<std::string, Entry> all;
   for (const auto& p : model.named_parameters(true)) {
     const auto spec = model.shard(p.key());
-    all["/model/" + p.key()] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, p.value(), spec};
+    Entry e{{}, {spec.global_shape.begin(), spec.global_shape.end()}, p.value(), spec};
+    if (const auto it = parameter_pieces_.find(p.key()); it != parameter_pieces_.end())
+      e.local = it->second.param, e.local_shape = it->second.shape, e.offset = it->second.offset;
+    all["/model/" + p.key()] = e;
   }
   for (const auto& [name, t] : model.replica_state()) {  // batch-norm running statistics
     const auto spec = model.shard(name);
@@ -171,20 +174,20 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Opti
   return entries_;
 }
 
-torch::Tensor Checkpointer::assemble(const Entry& e) {
-  if (e.local_shape.empty() || !e.local.defined()) return e.local;
-  auto whole = torch::zeros(e.local_shape, e.local.options());
-  whole.view(-1).narrow(0, e.offset, e.local.numel()).copy_(e.local);
-  grid_.dp().allreduce_sum(whole.data_ptr<float>(), static_cast<std::size_t>(whole.numel()), e.name).wait();
-  return whole;  // the pieces are disjoint: adding zeros leaves each element's value
+void Checkpointer::use_parameter_pieces(const std::vector<NamedParameter>& pieces) {
+  for (const auto& p : pieces) parameter_pieces_[p.name] = p;
 }
 
 bool Checkpointer::writes(const Entry& e) const {
-  return e.local.defined() && grid_.dp().rank() == 0 && e.spec.counted_on(grid_.tp().rank());
+  return e.local.defined() && (e.piece() || grid_.dp().rank() == 0) && e.spec.counted_on(grid_.tp().rank());
 }
 
-Slab Checkpointer::slab_of(const Entry& e) const {
-  return e.local.defined() ? shard_slab(e.spec, e.shape, grid_.tp().rank(), grid_.tp().size()) : Slab::none();
+Selection Checkpointer::selection_of(const Entry& e) const {
+  if (!e.local.defined()) return {};
+  const Slab slab = shard_slab(e.spec, e.shape, grid_.tp().rank(), grid_.tp().size());
+  if (!e.piece()) return rectangles(slab);
+  return piece_selection(slab, {e.local_shape.begin(), e.local_shape.end()}, static_cast<hsize_t>(e.offset),
+                         static_cast<hsize_t>(e.local.numel()));
 }
 
 void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model,
@@ -208,18 +211,18 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     if (count == snap->tensors.size()) snap->tensors.emplace_back();
     return snap->tensors[count++];
   };
-  // Each tensor is written once: by dp rank 0 of the stage that owns it, every tp rank its shard
-  // (replicated tensors: tp rank 0), the others with an empty selection.
+  // Each tensor is written once, by the stage that owns it, every tp rank its shard (replicated
+  // tensors: tp rank 0): a whole tensor by dp rank 0, a ZeRO-sharded one by every dp rank its
+  // pieces, as hyperslabs of the global dataset; the others with an empty selection.
   for (const auto& e : entries(model, opt)) {
     Snapshot::Tensor& rec = slot();
     rec.name = e.name;
     rec.type = DType::F32;
     rec.shape = e.shape;
-    rec.slab = writes(e) ? slab_of(e) : Slab::none();
+    rec.selection = writes(e) ? selection_of(e) : Selection{};
     rec.bytes.clear();
-    const auto local = assemble(e);
-    if (rec.slab.elements() > 0) {
-      auto c = slab_rows(local.detach(), rec.slab).to(torch::kCPU).contiguous();  // device tensors: to the host
+    if (const auto n = elements(rec.selection); n > 0) {
+      auto c = leading(e.local, n).to(torch::kCPU).contiguous();  // device tensors: to the host
       const auto* p = reinterpret_cast<const unsigned char*>(c.data_ptr<float>());
       rec.bytes.assign(p, p + c.numel() * sizeof(float));
     }
@@ -231,7 +234,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     rec.name = name;
     rec.type = type;
     rec.shape = {world, length};
-    rec.slab = Slab{{me, 0}, {1, length}};
+    rec.selection = {Slab{{me, 0}, {1, length}}};
     const auto* bytes = static_cast<const unsigned char*>(data);
     rec.bytes.assign(bytes, bytes + length * dtype_size(type));
   };
@@ -244,7 +247,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
     rec.name = "/tokenizer/model";
     rec.type = DType::U8;
     rec.shape = {corpus_.tokenizer_model.size()};
-    rec.slab = grid_.rank() == 0 ? Slab::all(rec.shape) : Slab::none();
+    rec.selection = rectangles(grid_.rank() == 0 ? Slab::all(rec.shape) : Slab::none());
     rec.bytes.assign(corpus_.tokenizer_model.begin(), grid_.rank() == 0 ? corpus_.tokenizer_model.end()
                                                                          : corpus_.tokenizer_model.begin());
   }
@@ -346,7 +349,7 @@ void Checkpointer::write(const Snapshot& snap) {
     if (!snap.lineage.branched_from.empty()) h5_write_attr(root, "branched_from", snap.lineage.branched_from);
   });
   for (const auto& t : snap.tensors)
-    write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.slab, t.bytes.data()); });
+    write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.selection, t.bytes.data()); });
   write_phase(snap, "sealing the checksums", [&] { file->seal(); });
   write_phase(snap, "writing /optim, /data and /train", [&] {
     // groups are closed before the file: the MPI-IO driver refuses to close a file with open objects
@@ -401,10 +404,8 @@ void Checkpointer::prune(long long step) {
   }
 }
 
-// The local rows a slab covers: the local tensor's first ones (padding, if any, comes last).
-torch::Tensor Checkpointer::slab_rows(const torch::Tensor& local, const Slab& slab) {
-  const auto row = std::max<std::int64_t>(1, local.dim() > 1 ? local[0].numel() : 1);
-  return local.narrow(0, 0, static_cast<std::int64_t>(slab.elements()) / row);
+torch::Tensor Checkpointer::leading(const torch::Tensor& local, std::size_t n) {
+  return local.detach().view({-1}).narrow(0, 0, static_cast<std::int64_t>(n));  // a view: loads write through it
 }
 
 }  // namespace gridtrain

@@ -164,15 +164,14 @@ void Checkpointer::read_tensors(const std::string& path, CheckpointFile& file, c
   torch::NoGradGuard no_grad;
   for (const auto& e : tensors) {
     read_phase(path, "dataset " + e.name, [&] {
-      const Slab slab = slab_of(e);
-      auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, slab.elements()))}, torch::kFloat32);
-      file.read(e.name, DType::F32, e.shape, slab, host.data_ptr<float>(), writes(e));
-      if (slab.elements() == 0) return;
-      const bool piece = !e.local_shape.empty();  // ZeRO: read the whole tensor, keep this rank's piece
-      const auto whole = piece ? torch::zeros(e.local_shape, e.local.options()) : e.local;
-      auto rows = slab_rows(whole, slab);
-      rows.copy_(host.view(rows.sizes()));
-      if (piece) e.local.copy_(whole.view(-1).narrow(0, e.offset, e.local.numel()));
+      const Selection selection = selection_of(e);  // a ZeRO piece: only its own elements
+      const auto n = elements(selection);
+      auto host = torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(1, n))}, torch::kFloat32);
+      file.read(e.name, DType::F32, e.shape, selection, host.data_ptr<float>(), writes(e));
+      if (!e.local.defined()) return;
+      leading(e.local, n).copy_(host.narrow(0, 0, static_cast<std::int64_t>(n)));
+      // What follows is padding (rows past the vocabulary), in no dataset: zero.
+      e.local.detach().view({-1}).narrow(0, static_cast<std::int64_t>(n), e.local.numel() - static_cast<std::int64_t>(n)).zero_();
     });
   }
 }

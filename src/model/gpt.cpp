@@ -175,9 +175,10 @@ torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
 
 GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_bytes) const {
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
-  // Korthikanti et al. 2022, Table 2 (no dropout): 34 s b h bytes at 2-byte activations, 24 of
-  // them split by tp, plus 5 a s² b for the attention scores, which fused attention never stores.
-  const double scores = s_.fused_attention ? 0.0 : 5.0 * H * T / (C * t);
+  // Korthikanti et al. 2022, Table 2: 34 s b h bytes at 2-byte activations, 24 of them split by
+  // tp; of the 5 a s² b of the attention scores, without dropout (no mask, no dropped copy) the
+  // softmax output's 2 a s² b, which fused attention never stores.
+  const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / (C * t);
   return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 + 24.0 / t) * elem_bytes / 2.0};
 }
 

@@ -21,9 +21,12 @@ LanguageModelPlan::LanguageModelPlan(const ModelLayout& layout, std::int64_t n_l
 double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int in_flight) const {
   const auto layer = layer_activations(micro_batch, elem_bytes);
   const double input = static_cast<double>(micro_batch) * block_size_ * n_embd_ * elem_bytes;  // (B, T, C)
-  double kept = layer.scores + layer.rest, redone = 0.0;  // per layer; while one layer is recomputed
-  if (recompute_ == Recompute::Selective) kept = layer.rest, redone = layer.scores;
-  if (recompute_ == Recompute::Full) kept = input, redone = layer.scores + layer.rest;
+  // The backward of one layer's written-out softmax holds the gradients of its output and input,
+  // each the size of the scores.
+  const double softmax_backward = 2.0 * layer.scores;
+  double kept = layer.scores + layer.rest, redone = softmax_backward;  // per layer; at one layer's backward
+  if (recompute_ == Recompute::Selective) kept = layer.rest, redone += layer.scores;
+  if (recompute_ == Recompute::Full) kept = input, redone += layer.scores + layer.rest;
   const double head = last_stage() ? 8.0 * micro_batch * block_size_ * vocab_size_ / tp_size() : 0.0;
   return in_flight * (static_cast<double>(layout_.layers) * kept + head) + (layout_.layers > 0 ? redone : 0.0);
 }

@@ -135,9 +135,10 @@ double LlamaPlan::flops_per_item() const {
 
 LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int elem_bytes) const {
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
-  const double scores = s_.fused_attention ? 0.0 : 5.0 * H * T / C;
-  const double split_part = 4.0 + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C;
-  return {b * T * C * scores / t * elem_bytes / 2.0, b * T * C * (8.0 + split_part / t) * elem_bytes / 2.0};
+  const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / C;  // the softmax output (B, H/t, T, T)
+  const double sdpa_output = s_.fused_attention ? 2.0 : 0.0;  // kept by sdpa's backward beside o_proj's copy
+  const double split_part = 4.0 + sdpa_output + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C;
+  return {b * T * C * scores / t * elem_bytes / 2.0, b * T * C * (12.0 + split_part / t) * elem_bytes / 2.0};
 }
 
 Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) {

@@ -13,12 +13,6 @@ using namespace gridtrain::test;
 
 namespace {
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
 // This rank's parameters after training c (made whole at ZeRO stage 3), with its run.
 std::pair<RunResult, std::vector<torch::Tensor>> train(const Config& c) {
   Log quiet(false);

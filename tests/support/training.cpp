@@ -16,6 +16,12 @@ int world_rank() {
   return r;
 }
 
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
 // A shared scratch directory (made by rank 0) with a small corpus in it.
 std::string shared_dir(const std::string& name) {
   std::string dir;

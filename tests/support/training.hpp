@@ -12,6 +12,7 @@
 namespace gridtrain::test {
 
 int world_rank();
+int world_size();
 /// A shared scratch directory (made by rank 0) with a small corpus in it; collective over world.
 std::string shared_dir(const std::string& name);
 /// A 2-layer GPT on dir's corpus, micro-batch 2, warmup 4 and decay 8 steps (so that a short

@@ -129,17 +129,18 @@ TEST_CASE("recompute: the accountant keeps per layer what Korthikanti et al. 202
       auto bytes = [&](Recompute r, int in_flight) {
         return plan_model(deck(type, r, attention), data, {})->activation_bytes(4, 2, in_flight);
       };
-      const double input = 4.0 * 16 * 32 * 2;  // (B, T, C) at 2 bytes
+      const double input = 4.0 * 16 * 32 * 2, head = 8.0 * 4 * 16 * 50;  // (B, T, C) at 2 bytes; fp32 logits
       const double none1 = bytes(Recompute::None, 1), none2 = bytes(Recompute::None, 2);
-      const double per_mb = none2 - none1;  // 3 layers + the head, for one micro-batch
-      const double head = 8.0 * 4 * 16 * 50;
-      const double layer = (per_mb - head) / 3;  // one layer, whole
-      // Full: each layer's input per micro-batch, plus one layer rebuilt at a time.
-      CHECK(bytes(Recompute::Full, 2) == Approx(2 * (3 * input + head) + layer));
-      // Selective: no scores kept; with fused attention there are none, so it keeps what none keeps.
       const double sel1 = bytes(Recompute::Selective, 1), sel2 = bytes(Recompute::Selective, 2);
-      if (attention == std::string("sdpa")) CHECK(sel2 == Approx(none2));
-      else CHECK(sel2 - sel1 < per_mb);
+      const double layer = (none2 - none1 - head) / 3;  // one layer's, kept per micro-batch
+      // What selective does not keep per layer: the scores, one (B, H, T, T) tensor (none with sdpa).
+      const double scores = (none2 - none1 - (sel2 - sel1)) / 3;
+      CHECK(scores == Approx(attention == std::string("sdpa") ? 0.0 : 4.0 * 4 * 16 * 16 * 2).margin(1e-9));
+      // At one layer's backward: the softmax's two score-sized gradients; selective also rebuilds
+      // that layer's scores, full its whole activations.
+      CHECK(none1 == Approx(3 * layer + head + 2 * scores));
+      CHECK(sel1 == Approx(3 * (layer - scores) + head + 3 * scores));
+      CHECK(bytes(Recompute::Full, 2) == Approx(2 * (3 * input + head) + layer + 2 * scores));
       CHECK(bytes(Recompute::Full, 1) < 0.5 * none1);
     }
   }

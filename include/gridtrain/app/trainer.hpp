@@ -47,6 +47,7 @@ class Trainer {
   Model& model() { return *model_; }
   Grid& grid() { return *grid_; }
   Optimizer& optimizer() { return *optimizer_; }
+  Checkpointer& checkpointer() { return *checkpointer_; }
   Reducer& reducer() { return dp_->reducer(); }
   /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
   ShardedParameters& parameters() { return dp_->parameters(); }

@@ -44,9 +44,30 @@ struct Slab {
   Slab block(hsize_t b) const;
 };
 
+/// Disjoint rectangles of a dataset (slabs of one block), ordered so that their elements in the
+/// dataset's row-major order are the rectangles' one after another (as the pieces of a flat
+/// range are), and so lie in memory. Empty: nothing selected.
+using Selection = std::vector<Slab>;
+
+/// slab's blocks as rectangles (none: empty).
+Selection rectangles(const Slab& slab);
+
+/// Where elements [begin, begin + count) of a row-major local tensor of shape local_shape lie in
+/// the dataset, when the local tensor is the slab `whole` of it (a tensor-parallel shard: its
+/// blocks one after another, then padding rows, which are in no dataset): at most 2·rank − 1
+/// rectangles per block it spans (for a matrix, a partial first row, whole rows, a partial last
+/// row). A ZeRO piece of a parameter or its optimizer state (parallel/bucket_layout.hpp). The
+/// selected elements are the first ones of the range (padding comes last).
+Selection piece_selection(const Slab& whole, const std::vector<hsize_t>& local_shape, hsize_t begin, hsize_t count);
+
+/// Elements selected.
+std::size_t elements(const Selection& s);
+
 /// Order-independent checksum of the elements of slab (row-major, contiguous in data) of a
 /// dataset of shape `shape`; sums of disjoint slabs add up to the whole dataset's checksum.
 std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Slab& slab);
+/// The same over a selection's rectangles, one after another in data.
+std::uint64_t xsum64(const void* data, DType t, const std::vector<hsize_t>& shape, const Selection& selection);
 
 class CheckpointFile {
  public:
@@ -60,6 +81,11 @@ class CheckpointFile {
   /// its checksum is stored by seal(). Throws std::runtime_error (std::system_error with the OS
   /// error where one is known) when the write fails on this rank.
   void write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab,
+             const void* data) {
+    write(name, t, shape, rectangles(slab), data);
+  }
+  /// The same for a selection of rectangles (each rank writing its ZeRO pieces).
+  void write(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Selection& selection,
              const void* data);
   /// Collective: stores the checksums of the datasets written since the last seal() (one
   /// allreduce for all of them). flush() and close() seal first.
@@ -70,7 +96,12 @@ class CheckpointFile {
   /// Throws std::runtime_error naming the dataset when it is missing, its shape differs from
   /// `shape`, its type differs, or its checksum does not match.
   void read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Slab& slab, void* out,
-            bool primary = true);
+            bool primary = true) {
+    read(name, t, shape, rectangles(slab), out, primary);
+  }
+  /// The same for a selection of rectangles (each rank reading its ZeRO pieces).
+  void read(const std::string& name, DType t, const std::vector<hsize_t>& shape, const Selection& selection,
+            void* out, bool primary = true);
   /// Global shape of dataset name, or throws std::runtime_error if it does not exist.
   std::vector<hsize_t> shape_of(const std::string& name) const;
   bool exists(const std::string& name) const;

@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -31,6 +32,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/corpus_id.hpp"
 #include "gridtrain/model/model.hpp"
+#include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
@@ -38,7 +40,6 @@
 
 namespace gridtrain {
 
-class Optimizer;
 class Grid;
 struct Snapshot;
 
@@ -92,6 +93,11 @@ class Checkpointer {
   /// the model lacks: another model type or size).
   void load_weights(const std::string& path, Model& model, Optimizer& opt);
 
+  /// ZeRO stage 3: the parameters are saved from and loaded into this rank's pieces of them (as
+  /// the optimizer holds them), each writing and reading its own; the whole parameters are never
+  /// gathered. Call before the first save or load.
+  void use_parameter_pieces(const std::vector<NamedParameter>& pieces);
+
   int saves() const { return saves_; }
   double stall_s() const { return stall_s_; }  ///< step-loop time spent in save()
   double drain_s() const { return drain_s_; }  ///< time wait() spent for the last write at the end
@@ -103,18 +109,21 @@ class Checkpointer {
     std::vector<hsize_t> shape;   // global
     torch::Tensor local;          // undefined where this rank does not hold the tensor
     ShardSpec spec;
-    // ZeRO optimizer state: local is elements [offset, ...) of the flattened tp-local tensor of
-    // shape local_shape (empty: local is the whole tp-local tensor).
+    // A ZeRO piece (optimizer state; stage 3's parameters): local is elements [offset, ...) of
+    // the flattened tp-local tensor of shape local_shape (empty: local is the whole tp-local
+    // tensor). Every dp rank writes and reads its own piece.
     std::vector<std::int64_t> local_shape = {};
     std::int64_t offset = 0;
+    bool piece() const { return !local_shape.empty(); }
   };
-  /// e's whole tp-local tensor: e.local, or its ZeRO pieces summed over dp into a new tensor
-  /// (collective over dp; the dp ranks of a (tp, pp) coordinate hold the same entries).
-  torch::Tensor assemble(const Entry& e);
   const std::vector<Entry>& entries(Model& model, Optimizer& opt);
-  bool writes(const Entry& e) const;  // this rank's slab is the one written (and checksummed)
-  Slab slab_of(const Entry& e) const;
-  static torch::Tensor slab_rows(const torch::Tensor& local, const Slab& slab);
+  bool writes(const Entry& e) const;  // this rank's selection is one written (and checksummed)
+  /// Where this rank's part of e lies in its dataset: its tp slab, or for a piece the
+  /// rectangles of that slab it covers; empty where the rank holds nothing of e.
+  Selection selection_of(const Entry& e) const;
+  /// The first n elements of local, row-major: what a selection of n elements holds (padding rows
+  /// come last).
+  static torch::Tensor leading(const torch::Tensor& local, std::size_t n);
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
   /// Runs fn and agrees on its success over agree_comm_ under comm.timeout_s, watched by the
   /// watchdog; a rank that does not get past it in time aborts the job with `where` and what
@@ -159,7 +168,8 @@ class Checkpointer {
   Watchdog watchdog_;                    // each phase's deadline (comm.timeout_s)
   std::thread writer_;
   std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
-  std::vector<Entry> entries_;         // the datasets of model and optimizer (first save or load)
+  std::vector<Entry> entries_;
+  std::map<std::string, NamedParameter> parameter_pieces_;  // ZeRO stage 3, by parameter name         // the datasets of model and optimizer (first save or load)
   int saves_ = 0;
   double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;
 };

@@ -50,7 +50,8 @@ class LanguageModelPlan : public ModelPlan {
   /// layer_activations() whole; selective all but the attention scores (rebuilt for one layer at
   /// a time in backward); full only the block's input b·T·C (and one layer's whole activations
   /// rebuilt at a time). Plus on the last stage, per micro-batch, the fp32 logits and their
-  /// softmax, 8·b·T·V/t.
+  /// softmax, 8·b·T·V/t; plus, once, the two score-sized gradients of one layer's softmax
+  /// backward (written-out attention).
   double activation_bytes(int micro_batch, int elem_bytes, int in_flight) const final;
   /// full: the blocks' forward again, (flops_per_item − 6·V·C) / 3; selective: the attention
   /// core's forward again, q kᵀ and the weighted sum, 4·L·C·T.
@@ -58,8 +59,8 @@ class LanguageModelPlan : public ModelPlan {
 
  protected:
   /// One layer's activations kept for backward by one micro-batch without recomputation, bytes
-  /// at elem_bytes per element: the attention scores and softmax (0 with fused attention, which
-  /// never stores them), and the rest.
+  /// at elem_bytes per element: the attention scores (the softmax output, (B, H/t, T, T); 0 with
+  /// fused attention, which never stores them), and the rest.
   struct LayerActivations {
     double scores, rest;
   };
