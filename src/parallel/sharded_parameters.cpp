@@ -124,13 +124,9 @@ void ShardedParameters::gather_all() {
   for (std::size_t b = 0; b < flat_.size(); ++b) materialize(b);
 }
 
-void ShardedParameters::release_all(bool adopt) {
+void ShardedParameters::release_all() {
   if (stage_ != 3) return;
-  torch::NoGradGuard no_grad;
-  for (std::size_t b = 0; b < flat_.size(); ++b) {
-    if (adopt) shards_[b].copy_(flat_[b].narrow(0, dp_.rank() * layout_->shard_size(b), layout_->shard_size(b)));
-    free_unit(b);
-  }
+  for (std::size_t b = 0; b < flat_.size(); ++b) free_unit(b);
 }
 
 std::uint64_t ShardedParameters::bytes() const {

@@ -55,12 +55,11 @@ class ShardedParameters : public ParameterGather, public ParameterStorage {
   void gradients_complete(std::size_t bucket) override;
 
   /// Stage 3: all-gathers every unit and waits, so that all parameters hold their values (to
-  /// save or load a checkpoint). A no-op below stage 3.
+  /// read them whole: tests, tools). A no-op below stage 3.
   void gather_all();
-  /// Stage 3: frees every gathered unit (those a failed step left gathered, too); with adopt,
-  /// first takes this rank's part of each flat parameter as its shard (after a checkpoint was
-  /// loaded into the whole parameters). A no-op below stage 3.
-  void release_all(bool adopt = false);
+  /// Stage 3: frees every gathered unit (those a failed step left gathered, too). A no-op below
+  /// stage 3.
+  void release_all();
 
   /// Bytes this rank holds in parameters now (stage 0: the model's tensors; 1–2: the flat
   /// buckets; 3: the shards and the units gathered), and the most it held at once so far.
@@ -91,17 +90,16 @@ class ShardedParameters : public ParameterGather, public ParameterStorage {
 };
 
 /// ZeRO stage 3: every parameter whole for the guard's lifetime (gather_all), released at its
-/// end; with adopt, the values the parameters then hold become the shards.
+/// end.
 class WholeParameters {
  public:
-  explicit WholeParameters(ShardedParameters& p, bool adopt = false) : p_(p), adopt_(adopt) { p_.gather_all(); }
-  ~WholeParameters() { p_.release_all(adopt_); }
+  explicit WholeParameters(ShardedParameters& p) : p_(p) { p_.gather_all(); }
+  ~WholeParameters() { p_.release_all(); }
   WholeParameters(const WholeParameters&) = delete;
   WholeParameters& operator=(const WholeParameters&) = delete;
 
  private:
   ShardedParameters& p_;
-  bool adopt_;
 };
 
 }  // namespace gridtrain
