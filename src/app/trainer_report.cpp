@@ -11,7 +11,8 @@ namespace gridtrain {
 void Trainer::describe_setup() const {
   const ModelPlan& m = model_->plan();
   const std::string layers = "; layers per stage " + show_key(cfg_, "grid.stage_layers") + " = " + comma_list(plan_.stage_layers);
-  log_.print(grid_->describe() + ", device " + device_.str() + (plan_.shape.pp > 1 ? layers : "") + "\n");
+  const char* sp = plan_.sequence_parallel && plan_.shape.tp > 1 ? ", sequence parallel over tp" : "";
+  log_.print(grid_->describe() + sp + ", device " + device_.str() + (plan_.shape.pp > 1 ? layers : "") + "\n");
   log_.print("Model: " + model_->describe() + ", " + fmt("%.4g", m.flops_per_item()) + " FLOPs/" + m.item() + " (" +
              m.flops_formula() + "); parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->world()) + "\n");

@@ -203,6 +203,11 @@ std::vector<Key> grid_keys() {
       int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
       int_key<int>("grid.pp", GT_REF(grid.pp), "pipeline-parallel size (stages)", 1),
       stage_layers_key(),
+      bool_key("grid.sequence_parallel", GT_REF(grid.sequence_parallel),
+               "sequence parallelism with grid.tp > 1 (Korthikanti et al. 2022): between the tensor-parallel "
+               "layers (norms, residual stream, embedding) each tp rank holds T/tp of the sequence, and the tp "
+               "all-reduces become reduce-scatter + all-gather (same bytes); activations there shrink by tp. "
+               "Needs model.block_size divisible by grid.tp; no effect with grid.tp = 1"),
   };
 }
 

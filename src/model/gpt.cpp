@@ -13,52 +13,69 @@ namespace {
 
 torch::nn::LayerNorm layer_norm(std::int64_t c) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c})); }
 
+// ln(x), its weight and bias as the region uses replicated parameters (with sequence parallelism,
+// x is this rank's slice and their gradients are summed over tp).
+torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x, const TpRegion& region) {
+  if (!region.sp()) return ln->forward(x);
+  const auto& o = ln->options;
+  return torch::layer_norm(x, o.normalized_shape(), region.replicated(ln->weight), region.replicated(ln->bias), o.eps());
+}
+
 using lm::ends_with;
 
 // Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
-std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
+std::int64_t split(std::int64_t n, const TpRegion& region) { return region.tp ? n / region.tp->size() : n; }
 
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GptShape& s, Axis* tp)
-    : tp_(tp), n_head_(split(s.n_head, tp)), fused_(s.fused_attention), recompute_(s.recompute) {
-  c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, tp)));
-  c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, tp), s.n_embd));
+CausalSelfAttention::CausalSelfAttention(const GptShape& s, const TpRegion& region)
+    : region_(region), n_head_(split(s.n_head, region)), fused_(s.fused_attention), recompute_(s.recompute) {
+  c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, region)));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, region), s.n_embd));
 }
 
+namespace {
+
+// The row-parallel output projection: partial sums over this rank's input features, reduced
+// (with sequence parallelism reduce-scattered), then the bias once.
+torch::Tensor row_parallel(torch::nn::Linear& proj, const torch::Tensor& y, const TpRegion& region) {
+  if (!region.tp) return proj->forward(y);
+  return region.row(torch::nn::functional::linear(y, proj->weight)) + region.replicated(proj->bias);
+}
+
+}  // namespace
+
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
-  const auto B = x.size(0), T = x.size(1), C = c_attn_->weight.size(0) / 3, D = C / n_head_;  // C: local width
-  auto qkv = c_attn_->forward(tp_ ? copy_to_tp(x, *tp_) : x).split(C, 2);  // 3 × (B, T, C/tp)
+  const auto C = c_attn_->weight.size(0) / 3, D = C / n_head_;  // C: local width
+  auto qkv = region_.column(x, {c_attn_->weight}, {c_attn_->bias})[0].split(C, 2);  // 3 × (B, T, C/tp)
+  const auto B = qkv[0].size(0), T = qkv[0].size(1);  // T: the whole sequence
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H/tp, T, D)
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
   auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
-  if (!tp_) return c_proj_->forward(y);
-  // Row-parallel: partial sums over this rank's input features, reduced, then the bias once.
-  return reduce_from_tp(torch::nn::functional::linear(y, c_proj_->weight), *tp_) + c_proj_->bias;
+  return row_parallel(c_proj_, y, region_);
 }
 
-Mlp::Mlp(const GptShape& s, Axis* tp) : tp_(tp) {
-  c_fc_ = register_module("c_fc", torch::nn::Linear(s.n_embd, split(4 * s.n_embd, tp)));
-  c_proj_ = register_module("c_proj", torch::nn::Linear(split(4 * s.n_embd, tp), s.n_embd));
+Mlp::Mlp(const GptShape& s, const TpRegion& region) : region_(region) {
+  c_fc_ = register_module("c_fc", torch::nn::Linear(s.n_embd, split(4 * s.n_embd, region)));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(split(4 * s.n_embd, region), s.n_embd));
 }
 
 torch::Tensor Mlp::forward(const torch::Tensor& x) {
-  auto h = gelu_tanh(c_fc_->forward(tp_ ? copy_to_tp(x, *tp_) : x));  // (B, T, 4C/tp)
-  if (!tp_) return c_proj_->forward(h);
-  return reduce_from_tp(torch::nn::functional::linear(h, c_proj_->weight), *tp_) + c_proj_->bias;
+  auto h = gelu_tanh(region_.column(x, {c_fc_->weight}, {c_fc_->bias})[0]);  // (B, T, 4C/tp)
+  return row_parallel(c_proj_, h, region_);
 }
 
-Block::Block(const GptShape& s, Axis* tp) {
+Block::Block(const GptShape& s, const TpRegion& region) : region_(region) {
   ln_1_ = register_module("ln_1", layer_norm(s.n_embd));
-  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(s, tp));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(s, region));
   ln_2_ = register_module("ln_2", layer_norm(s.n_embd));
-  mlp_ = register_module("mlp", std::make_shared<Mlp>(s, tp));
+  mlp_ = register_module("mlp", std::make_shared<Mlp>(s, region));
 }
 
 torch::Tensor Block::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
-  auto y = x + attn_->forward(ln_1_->forward(x), slot);
-  return y + mlp_->forward(ln_2_->forward(y));
+  auto y = x + attn_->forward(norm(ln_1_, x, region_), slot);
+  return y + mlp_->forward(norm(ln_2_, y, region_));
 }
 
 GptPlan::GptPlan(const GptShape& s, const ModelLayout& layout)
@@ -85,7 +102,7 @@ Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : plan_(s, layout) {
   auto h = register_module("h", std::make_shared<torch::nn::Module>());
   const auto& l = plan_.layout();
   for (std::int64_t i = l.first_layer; i < l.first_layer + l.layers; ++i) {
-    h_.push_back(std::make_shared<Block>(s, plan_.tp()));
+    h_.push_back(std::make_shared<Block>(s, plan_.region()));
     h->register_module(std::to_string(i), h_.back());
   }
   if (last_stage()) ln_f_ = register_module("ln_f", layer_norm(s.n_embd));
@@ -131,10 +148,12 @@ int Gpt::unit_of(const std::string& name) const {
 }
 
 torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
-  auto pos = torch::arange(offset, offset + idx.size(1), idx.options());  // (T,) int64 on idx's device
+  const auto region = plan_.region();
+  const auto [begin, length] = region.positions(idx.size(1));  // with SP, this rank's slice of the sequence
+  auto pos = torch::arange(offset + begin, offset + begin + length, idx.options());  // (T,) int64 on idx's device
   gather(kWte);
   gather(kWpe);
-  auto x = release(kWpe, lm::embed(idx, wte_->weight, plan_.tp()) + wpe_->forward(pos));  // (B, T, C)
+  auto x = release(kWpe, lm::embed(idx, wte_->weight, region) + torch::embedding(region.replicated(wpe_->weight), pos));  // (B, T, C)
   return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 
@@ -160,7 +179,8 @@ torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tens
   const int ln_f = kBlocks + static_cast<int>(h_.size());
   gather(ln_f);
   gather(kWte);
-  auto loss = lm::head_loss(ln_f_->forward(hidden), wte_->weight, targets, shard("wte.weight"), plan_.tp());
+  const auto region = plan_.region();
+  auto loss = lm::head_loss(norm(ln_f_, hidden, region), wte_->weight, targets, shard("wte.weight"), region);
   return release(kWte, release(ln_f, loss));
 }
 
@@ -176,10 +196,11 @@ torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
 GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_bytes) const {
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
   // Korthikanti et al. 2022, Table 2: 34 s b h bytes at 2-byte activations, 24 of them split by
-  // tp; of the 5 a s² b of the attention scores, without dropout (no mask, no dropped copy) the
-  // softmax output's 2 a s² b, which fused attention never stores.
+  // tp and the other 10 by sequence parallelism; of the 5 a s² b of the attention scores, without
+  // dropout (no mask, no dropped copy) the softmax output's 2 a s² b, which fused attention never
+  // stores.
   const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / (C * t);
-  return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 + 24.0 / t) * elem_bytes / 2.0};
+  return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 / sequence_split() + 24.0 / t) * elem_bytes / 2.0};
 }
 
 double GptPlan::flops_per_item() const {

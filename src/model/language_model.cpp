@@ -15,12 +15,14 @@ LanguageModelPlan::LanguageModelPlan(const ModelLayout& layout, std::int64_t n_l
     : layout_(layout), n_layer_(n_layer), block_size_(block_size), n_embd_(n_embd), vocab_size_(vocab_size),
       recompute_(recompute) {
   if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
+  if (tp_size() == 1) layout_.sequence_parallel = false;
   if (layout_.layers < 0) layout_.layers = n_layer - layout_.first_layer;
 }
 
 double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int in_flight) const {
   const auto layer = layer_activations(micro_batch, elem_bytes);
-  const double input = static_cast<double>(micro_batch) * block_size_ * n_embd_ * elem_bytes;  // (B, T, C)
+  const double input =  // (B, T, C), or with sequence parallelism (B, T/t, C)
+      static_cast<double>(micro_batch) * block_size_ * n_embd_ * elem_bytes / sequence_split();
   // The backward of one layer's written-out softmax holds the gradients of its output and input,
   // each the size of the scores.
   const double softmax_backward = 2.0 * layer.scores;
@@ -75,21 +77,22 @@ std::pair<torch::Tensor, torch::Tensor> LanguageModel::split(const torch::Tensor
 
 namespace gridtrain::lm {
 
-torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, Axis* tp) {
-  if (!tp) return torch::embedding(weight, idx);
-  return vocab_parallel_embedding(idx, weight, tp->rank() * weight.size(0), *tp);
+torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, const TpRegion& region) {
+  if (!region.tp) return torch::embedding(weight, idx);
+  return vocab_parallel_embedding(idx, weight, region.tp->rank() * weight.size(0), region);
 }
 
 torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& targets,
-                        const ShardSpec& spec, Axis* tp) {
+                        const ShardSpec& spec, const TpRegion& region) {
   const auto flat_targets = targets.reshape({-1});
   const auto rows = weight.size(0);
+  Axis* tp = region.tp;
   if (!tp) {
     auto logits = torch::nn::functional::linear(x, weight).view({-1, rows}).to(torch::kFloat);
     return torch::nn::functional::cross_entropy(
         logits, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   }
-  auto logits = torch::nn::functional::linear(copy_to_tp(x, *tp), weight).view({-1, rows});  // (B·T, V/tp)
+  auto logits = region.column(x, {weight})[0].view({-1, rows});  // (B·T, V/tp)
   return vocab_parallel_cross_entropy(logits, flat_targets, tp->rank() * rows,
                                       valid_rows(spec, tp->rank(), tp->size()), *tp);
 }

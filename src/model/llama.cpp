@@ -12,7 +12,7 @@ namespace {
 using lm::ends_with;
 
 // Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
-std::int64_t split(std::int64_t n, Axis* tp) { return tp ? n / tp->size() : n; }
+std::int64_t split(std::int64_t n, const TpRegion& region) { return region.tp ? n / region.tp->size() : n; }
 
 torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
@@ -39,17 +39,19 @@ Rope rope_tables(const LlamaShape& s) {
 
 }  // namespace
 
-RmsNorm::RmsNorm(std::int64_t c, double eps) : eps_(eps) { weight_ = register_parameter("weight", torch::ones({c})); }
+RmsNorm::RmsNorm(std::int64_t c, double eps, const TpRegion& region) : eps_(eps), region_(region) {
+  weight_ = register_parameter("weight", torch::ones({c}));
+}
 
 torch::Tensor RmsNorm::forward(const torch::Tensor& x) {
   const auto xf = x.to(torch::kFloat);
-  return weight_ * (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type());
+  return region_.replicated(weight_) * (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type());
 }
 
-LlamaAttention::LlamaAttention(const LlamaShape& s, Axis* tp)
-    : tp_(tp),
-      n_head_(split(s.n_head, tp)),
-      n_kv_head_(split(s.n_kv_head, tp)),
+LlamaAttention::LlamaAttention(const LlamaShape& s, const TpRegion& region)
+    : region_(region),
+      n_head_(split(s.n_head, region)),
+      n_kv_head_(split(s.n_kv_head, region)),
       head_dim_(s.head_dim()),
       fused_(s.fused_attention),
       recompute_(s.recompute) {
@@ -60,35 +62,34 @@ LlamaAttention::LlamaAttention(const LlamaShape& s, Axis* tp)
 }
 
 torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
-  const auto B = x.size(0), T = x.size(1);
-  const auto in = tp_ ? copy_to_tp(x, *tp_) : x;
+  const auto qkv = region_.column(x, {q_proj_->weight, k_proj_->weight, v_proj_->weight});  // (B, T, ·/tp)
+  const auto B = qkv[0].size(0), T = qkv[0].size(1);  // T: the whole sequence
   auto heads = [&](const torch::Tensor& t, std::int64_t h) { return t.view({B, T, h, head_dim_}).transpose(1, 2); };
-  auto q = rotate(heads(q_proj_->forward(in), n_head_), rope, slot.offset());     // (B, H/tp, T, D)
-  auto k = rotate(heads(k_proj_->forward(in), n_kv_head_), rope, slot.offset());  // (B, Hkv/tp, T, D)
-  auto v = heads(v_proj_->forward(in), n_kv_head_);
+  auto q = rotate(heads(qkv[0], n_head_), rope, slot.offset());     // (B, H/tp, T, D)
+  auto k = rotate(heads(qkv[1], n_kv_head_), rope, slot.offset());  // (B, Hkv/tp, T, D)
+  auto v = heads(qkv[2], n_kv_head_);
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
   auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
-  auto out = o_proj_->forward(y);  // row-parallel: partial sums over this rank's heads
-  return tp_ ? reduce_from_tp(out, *tp_) : out;
+  return region_.row(o_proj_->forward(y));  // row-parallel: partial sums over this rank's heads
 }
 
-LlamaMlp::LlamaMlp(const LlamaShape& s, Axis* tp) : tp_(tp) {
-  gate_proj_ = register_module("gate_proj", linear(s.n_embd, split(s.ffn_hidden, tp)));
-  up_proj_ = register_module("up_proj", linear(s.n_embd, split(s.ffn_hidden, tp)));
-  down_proj_ = register_module("down_proj", linear(split(s.ffn_hidden, tp), s.n_embd));
+LlamaMlp::LlamaMlp(const LlamaShape& s, const TpRegion& region) : region_(region) {
+  gate_proj_ = register_module("gate_proj", linear(s.n_embd, split(s.ffn_hidden, region)));
+  up_proj_ = register_module("up_proj", linear(s.n_embd, split(s.ffn_hidden, region)));
+  down_proj_ = register_module("down_proj", linear(split(s.ffn_hidden, region), s.n_embd));
 }
 
 torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
-  const auto in = tp_ ? copy_to_tp(x, *tp_) : x;
-  auto out = down_proj_->forward(torch::silu(gate_proj_->forward(in)) * up_proj_->forward(in));  // via (B, T, F/tp)
-  return tp_ ? reduce_from_tp(out, *tp_) : out;
+  const auto in = region_.column(x, {gate_proj_->weight, up_proj_->weight});  // 2 × (B, T, F/tp)
+  return region_.row(down_proj_->forward(torch::silu(in[0]) * in[1]));
 }
 
-LlamaBlock::LlamaBlock(const LlamaShape& s, Axis* tp) {
-  input_layernorm_ = register_module("input_layernorm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps));
-  self_attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(s, tp));
-  post_attention_layernorm_ = register_module("post_attention_layernorm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps));
-  mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s, tp));
+LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region) {
+  auto rms_norm = [&] { return std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, region); };
+  input_layernorm_ = register_module("input_layernorm", rms_norm());
+  self_attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(s, region));
+  post_attention_layernorm_ = register_module("post_attention_layernorm", rms_norm());
+  mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s, region));
 }
 
 torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
@@ -138,7 +139,9 @@ LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int el
   const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / C;  // the softmax output (B, H/t, T, T)
   const double sdpa_output = s_.fused_attention ? 2.0 : 0.0;  // kept by sdpa's backward beside o_proj's copy
   const double split_part = 4.0 + sdpa_output + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C;
-  return {b * T * C * scores / t * elem_bytes / 2.0, b * T * C * (12.0 + split_part / t) * elem_bytes / 2.0};
+  // The 12 b T C bytes (at 2 bytes) of norms and layer inputs outside the split: split by sequence parallelism.
+  return {b * T * C * scores / t * elem_bytes / 2.0,
+          b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0};
 }
 
 Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) {
@@ -153,11 +156,11 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) 
   auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
   const auto& l = plan_.layout();
   for (std::int64_t i = l.first_layer; i < l.first_layer + l.layers; ++i) {
-    layers_.push_back(std::make_shared<LlamaBlock>(s, plan_.tp()));
+    layers_.push_back(std::make_shared<LlamaBlock>(s, plan_.region()));
     layers->register_module(std::to_string(i), layers_.back());
   }
   if (!last_stage()) return;
-  norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps));
+  norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, plan_.region()));
   if (!s.tie_embeddings) {
     const auto rows = local_shape(shard("lm_head.weight"), plan_.tp_size())[0];
     lm_head_ = register_module("lm_head", linear(s.n_embd, rows));
@@ -207,7 +210,7 @@ torch::Tensor Llama::stage_forward(const torch::Tensor& input) {
   if (!first_stage()) return run_blocks(input);
   gather(kEmbed);
   // One stage with a tied head: the head uses the embedding again, so it stays gathered.
-  auto x = release(kEmbed, lm::embed(input, embed_tokens_->weight, plan_.tp()),
+  auto x = release(kEmbed, lm::embed(input, embed_tokens_->weight, plan_.region()),
                    /*keep=*/last_stage() && shape().tie_embeddings);  // (B, T, C)
   return run_blocks(x);
 }
@@ -217,7 +220,7 @@ torch::Tensor Llama::per_token_loss(const torch::Tensor& hidden, const torch::Te
   const bool tied = shape().tie_embeddings;
   gather(last);
   if (tied) gather(kEmbed);
-  auto loss = lm::head_loss(norm_->forward(hidden), head_weight(), targets, shard(plan_.head_name()), plan_.tp());
+  auto loss = lm::head_loss(norm_->forward(hidden), head_weight(), targets, shard(plan_.head_name()), plan_.region());
   loss = release(last, loss);
   return tied ? release(kEmbed, loss) : loss;
 }
@@ -226,7 +229,7 @@ torch::Tensor Llama::logits(const torch::Tensor& idx, KvCache* cache) {
   if (plan_.tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
   check_context(idx, cache);
-  auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, nullptr), cache);
+  auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, {}), cache);
   return torch::nn::functional::linear(norm_->forward(x), head_weight()).to(torch::kFloat);
 }
 

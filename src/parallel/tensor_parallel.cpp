@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include <ATen/autocast_mode.h>
+
 namespace gridtrain {
 namespace {
 
@@ -40,6 +42,85 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
     return all_reduce(x, *reinterpret_cast<Axis*>(static_cast<std::intptr_t>(axis)));
   }
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0], torch::Tensor()}; }
+};
+
+// Sequence parallelism's collectives along dim 1 of (B, T, C). The rank-ordered blocks of the
+// collectives are contiguous in (T, B, C), so both go through that layout.
+
+// x (B, T/t, C) → (B, T, C): every rank's slice along T, in rank order, in x's dtype.
+torch::Tensor all_gather_sequence(const torch::Tensor& x, Axis& tp) {
+  auto local = x.transpose(0, 1).contiguous();  // (T/t, B, C)
+  auto full = torch::empty({local.size(0) * tp.size(), local.size(1), local.size(2)}, local.options());
+  tp.all_gather(local.data_ptr(), full.data_ptr(), local.nbytes(), "sequence parallel").wait();
+  return full.transpose(0, 1).contiguous();
+}
+
+// x (B, T, C) partial sums → (B, T/t, C): this rank's slice of their sum over tp, summed in fp32,
+// returned in x's dtype.
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, Axis& tp) {
+  const auto full = x.transpose(0, 1).contiguous().to(torch::kFloat);  // (T, B, C)
+  auto mine = torch::empty({full.size(0) / tp.size(), full.size(1), full.size(2)}, full.options());
+  tp.reduce_scatter_sum(full.data_ptr<float>(), mine.data_ptr<float>(), static_cast<std::size_t>(mine.numel()),
+                        "sequence parallel").wait();
+  return mine.transpose(0, 1).contiguous().to(x.scalar_type());
+}
+
+struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::int64_t axis) {
+    ctx->saved_data["axis"] = axis;
+    return reduce_scatter_sequence(x, axis_of(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    return {all_gather_sequence(g[0], axis_of(ctx)), torch::Tensor()};
+  }
+};
+
+// Column-parallel linears on a sequence-parallel input (Megatron's LinearWithGradAccumulation-
+// AndAsyncCommunication with sequence_parallel): forward all-gathers x's slice and applies each
+// linear; only the slice is saved, and backward gathers it again for the weights' gradients.
+// The compute dtype is autocast's at forward (or x's), cast explicitly: backward runs outside
+// autocast. all: x, the weights, then as many biases or none.
+struct SequenceParallelLinears : torch::autograd::Function<SequenceParallelLinears> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList all, std::int64_t linears, std::int64_t axis) {
+    const auto& x = all[0];
+    const auto type = x.device().type();
+    const auto dtype = at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type) : x.scalar_type();
+    ctx->saved_data["axis"] = axis;
+    ctx->saved_data["dtype"] = static_cast<std::int64_t>(dtype);
+    const bool biased = static_cast<std::int64_t>(all.size()) > 1 + linears;
+    ctx->saved_data["biased"] = biased;
+    ctx->save_for_backward(variable_list(all.begin(), all.begin() + 1 + linears));  // x's slice, the weights
+    const auto full = all_gather_sequence(x.to(dtype), axis_of(ctx));                 // (B, T, C)
+    variable_list out;
+    for (std::int64_t i = 0; i < linears; ++i)
+      out.push_back(torch::nn::functional::linear(full, all[1 + i].to(dtype),
+                                                  biased ? all[1 + linears + i].to(dtype) : torch::Tensor()));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const auto& x = saved[0];
+    const auto full = all_gather_sequence(x.to(dtype), axis_of(ctx)).flatten(0, 1);  // (B·T, C)
+    const auto linears = saved.size() - 1;
+    const bool biased = ctx->saved_data["biased"].toBool();
+    variable_list weights(linears), biases(biased ? linears : 0);
+    torch::Tensor dx;  // (B·T, C)
+    for (std::size_t i = 0; i < linears; ++i) {
+      if (!g[i].defined()) continue;
+      const auto& w = saved[1 + i];
+      const auto gi = g[i].to(dtype).flatten(0, 1);  // (B·T, Nᵢ)
+      const auto part = gi.mm(w.to(dtype));
+      dx = dx.defined() ? dx + part : part;
+      weights[i] = gi.t().mm(full).to(w.scalar_type());
+      if (biased) biases[i] = gi.sum(0).to(w.scalar_type());
+    }
+    variable_list out{reduce_scatter_sequence(dx.view({x.size(0), -1, x.size(2)}), axis_of(ctx)).to(x.scalar_type())};
+    out.insert(out.end(), weights.begin(), weights.end());
+    out.insert(out.end(), biases.begin(), biases.end());
+    out.emplace_back(), out.emplace_back();  // linears, axis
+    return out;
+  }
 };
 
 // loss_n = log Σ_v exp(z_nv) − z_n,target with the max, the sum and the target logit each
@@ -84,20 +165,41 @@ torch::Tensor take_shard(const torch::Tensor& full, const ShardSpec& spec, int r
   return torch::cat(pieces, spec.dim).contiguous();
 }
 
-torch::Tensor copy_to_tp(const torch::Tensor& x, Axis& tp) {
-  return tp.size() == 1 ? x : CopyToTp::apply(x, handle(tp));
+std::vector<torch::Tensor> TpRegion::column(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                                            const std::vector<torch::Tensor>& biases) const {
+  if (sp()) {
+    variable_list all{x};
+    all.insert(all.end(), weights.begin(), weights.end());
+    all.insert(all.end(), biases.begin(), biases.end());
+    return SequenceParallelLinears::apply(at::TensorList(all), static_cast<std::int64_t>(weights.size()), handle(*tp));
+  }
+  const auto in = tp && tp->size() > 1 ? CopyToTp::apply(x, handle(*tp)) : x;  // f
+  auto bias = [&](std::size_t i) { return biases.empty() ? torch::Tensor() : biases[i]; };
+  std::vector<torch::Tensor> out;
+  for (std::size_t i = 0; i < weights.size(); ++i) out.push_back(torch::nn::functional::linear(in, weights[i], bias(i)));
+  return out;
 }
 
-torch::Tensor reduce_from_tp(const torch::Tensor& x, Axis& tp) {
-  return tp.size() == 1 ? x : ReduceFromTp::apply(x, handle(tp));
+torch::Tensor TpRegion::row(const torch::Tensor& partial) const {
+  if (!tp || tp->size() == 1) return partial;
+  return sp() ? ReduceScatterSequence::apply(partial, handle(*tp)) : ReduceFromTp::apply(partial, handle(*tp));  // g
+}
+
+torch::Tensor TpRegion::replicated(const torch::Tensor& p) const {
+  return sp() ? CopyToTp::apply(p, handle(*tp)) : p;
+}
+
+std::pair<std::int64_t, std::int64_t> TpRegion::positions(std::int64_t T) const {
+  if (!sp()) return {0, T};
+  return {tp->rank() * (T / tp->size()), T / tp->size()};
 }
 
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight, std::int64_t start,
-                                       Axis& tp) {
-  if (tp.size() == 1) return torch::embedding(weight, idx);
+                                       const TpRegion& region) {
+  if (!region.tp || region.tp->size() == 1) return torch::embedding(weight, idx);
   const auto outside = (idx < start) | (idx >= start + weight.size(0));
   auto e = torch::embedding(weight, (idx - start).masked_fill(outside, 0));
-  return reduce_from_tp(e.masked_fill(outside.unsqueeze(-1), 0.0), tp);
+  return region.row(e.masked_fill(outside.unsqueeze(-1), 0.0));
 }
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,

@@ -84,12 +84,13 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
 
   char line[512];
   std::snprintf(line, sizeof line,
-                "Dry run: %s, grid %d (dp) x %d (tp) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
+                "Dry run: %s, grid %d (dp) x %d (tp%s) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
                 "precision %s, optimizer %s\n"
                 "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, recompute %s, %d micro-batch(es) "
                 "in flight on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
-                name_of(cfg.model.type), g.dp, g.tp, g.pp, cfg.train.micro_batch, M, name_of(cfg.train.schedule),
+                name_of(cfg.model.type), g.dp, g.tp, plan.sequence_parallel && g.tp > 1 ? ", sequence parallel" : "",
+                g.pp, cfg.train.micro_batch, M, name_of(cfg.train.schedule),
                 name_of(cfg.precision.type), name_of(cfg.optim.type), name_of(cfg.train.recompute), gpipe ? M : std::min(g.pp, M),
                 "stage", "parameters",
                 "params", "grads", "optim", "casts", "activations", "snapshot", "total");

@@ -18,11 +18,16 @@ using Problems = std::vector<std::string>;
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
   for (auto& p : model_layout_problems(c, s.tp, s.pp)) out.push_back(std::move(p));
+  plan.sequence_parallel = c.grid.sequence_parallel;
   try {
     plan.stage_layers = stage_layers(c.grid.stage_layers, model_layers(c), s.pp);
   } catch (const std::invalid_argument& e) {
     out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + ": " + e.what());
   }
+  if (c.grid.sequence_parallel && s.tp > 1 && c.model.block_size % s.tp != 0)
+    out.push_back("grid.sequence_parallel = true splits the sequence over grid.tp = " + std::to_string(s.tp) +
+                  ", but model.block_size = " + std::to_string(c.model.block_size) + " is not divisible by it; "
+                  "valid: a block_size that is a multiple of grid.tp, or grid.sequence_parallel = false");
   const long long per_step = static_cast<long long>(c.train.micro_batch) * s.dp;
   if (c.train.global_batch % per_step != 0)
     out.push_back("train.global_batch = " + std::to_string(c.train.global_batch) +
@@ -102,15 +107,16 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   return plan;
 }
 
-ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size) {
+ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size,
+                         bool sequence_parallel) {
   ModelLayout layout{tp, stage, static_cast<int>(stage_layers.size()), 0,
-                     stage_layers.at(static_cast<std::size_t>(stage)), tp_size};
+                     stage_layers.at(static_cast<std::size_t>(stage)), tp_size, sequence_parallel};
   for (int s = 0; s < stage; ++s) layout.first_layer += stage_layers[static_cast<std::size_t>(s)];
   return layout;
 }
 
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
-  return stage_layout(plan.stage_layers, grid.pp().rank(), &grid.tp(), grid.tp().size());
+  return stage_layout(plan.stage_layers, grid.pp().rank(), &grid.tp(), grid.tp().size(), plan.sequence_parallel);
 }
 
 int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {

@@ -32,7 +32,7 @@ const Link& link_of(const Machine& m, int stride, int k) {
 // This stage's plan without a grid.
 std::unique_ptr<ModelPlan> stage_plan(const Config& c, const DataShape& d, const StepLayout& l, int stage,
                                       const std::vector<int>& layers) {
-  return plan_model(c, d, stage_layout(layers, stage, nullptr, l.tp));
+  return plan_model(c, d, stage_layout(layers, stage, nullptr, l.tp, c.grid.sequence_parallel));
 }
 
 }  // namespace
@@ -86,20 +86,27 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   p.bubble_s = p.compute_s * (l.pp - 1) / M;
 
   const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
-  // The bytes of one micro-batch's inter-stage activations, b·T·C (only models of several stages have them).
+  // The bytes of one micro-batch's inter-stage activations: b·T·C, or with sequence parallelism
+  // this rank's b·(T/t)·C (only models of several stages have them).
   auto activation = [&] {
     const auto shape = first->activation_shape(b);
     double n = shape.empty() ? 0.0 : act;
     for (const auto d : shape) n *= static_cast<double>(d);
     return n;
   };
-  if (l.tp > 1) {  // two all-reduces per layer forward, two backward, and two more in a full recompute
-    const int per_layer = c.train.recompute == Recompute::Full ? 6 : 4;
-    p.tp_s = layers.front() * M * per_layer * allreduce_s(activation(), l.tp, link_of(m, 1, l.tp));
+  const bool sp = c.grid.sequence_parallel && l.tp > 1;
+  if (l.tp > 1) {
+    // All-reduces of b·T·C per layer: two forward, two backward, and two more in a full
+    // recompute. Sequence parallelism's all-gathers and reduce-scatters cost half an all-reduce
+    // each, the same bytes, plus two all-gathers in backward that fetch the column-parallel
+    // layers' inputs again: 5 instead of 4.
+    const int per_layer = (sp ? 5 : 4) + (c.train.recompute == Recompute::Full ? 2 : 0);
+    const double full = sp ? activation() * l.tp : activation();
+    p.tp_s = layers.front() * M * per_layer * allreduce_s(full, l.tp, link_of(m, 1, l.tp));
   }
-  if (l.pp > 1) {
+  if (l.pp > 1) {  // between nodes, the tp ranks send a slice each (Megatron's scatter/gather), as SP does anyway
     const Link& link = link_of(m, l.tp * l.dp, l.pp);
-    const double bytes = &link == &m.inter ? activation() / l.tp : activation();
+    const double bytes = &link == &m.inter && !sp ? activation() / l.tp : activation();
     p.pp_s = 2.0 * M * (link.latency_s + bytes / link.bytes_per_s);
   }
   const double psi = static_cast<double>(std::max(first->parameters(), last->parameters()));

@@ -59,6 +59,38 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
   }
 }
 
+struct SpCase {
+  int dp, tp, pp, zero;
+  Recompute recompute;
+};
+
+// grid.sequence_parallel at each layout computes the one-rank run, and its residual stream holds
+// this rank's slice of the sequence.
+void check_sequence_parallel(const std::string& family, const std::vector<SpCase>& cases) {
+  CAPTURE(family);
+  const auto dir = shared_dir("sequence-parallel-" + family);
+  Log quiet(false);
+  for (const SpCase& k : cases) {
+    CAPTURE(k.dp, k.tp, k.pp, k.zero, name_of(k.recompute));
+    Config c = model_3d(dir, 6, k.dp, k.tp, k.pp, family);
+    c.grid.sequence_parallel = true;
+    c.optim.zero_stage = k.zero;
+    c.train.recompute = k.recompute;
+    c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k.dp) + std::to_string(k.tp) + std::to_string(k.pp) + "-zero" +
+                       std::to_string(k.zero);
+    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    const auto got = t.run();
+    const auto T = c.model.block_size;
+    if (t.model().first_stage() && k.zero == 0) {
+      torch::NoGradGuard no_grad;
+      CHECK(t.model().stage_forward(torch::zeros({2, T}, torch::kLong)).size(1) == T / k.tp);
+    }
+    Config one = model_3d(dir, 6, 1, 1, 1, family);
+    one.model.n_kv_head = c.model.n_kv_head;
+    check_against_one_rank(c, got, one);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
@@ -80,6 +112,19 @@ TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
     one.model.n_kv_head = c.model.n_kv_head;  // the layout's model (8 key/value heads at tp = 8)
     check_against_one_rank(c, got, one);
   }
+}
+
+TEST_CASE("sequence parallel at (2, 2, 2) and (1, 8, 1), and with ZeRO 3 and full recomputation, computes the one-rank run",
+          "[np8]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_sequence_parallel(family, {{2, 2, 2, 0, Recompute::None}, {1, 8, 1, 0, Recompute::None},
+                                   {2, 2, 2, 3, Recompute::Full}});
+}
+
+TEST_CASE("sequence parallel at (1, 2, 2), and at (1, 4, 1) with ZeRO 1 and selective recomputation, computes the "
+          "one-rank run", "[np4]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_sequence_parallel(family, {{1, 2, 2, 0, Recompute::None}, {1, 4, 1, 1, Recompute::Selective}});
 }
 
 TEST_CASE("a vocabulary that tp does not divide (257 over tp = 2) is padded and computes the same", "[np8]") {

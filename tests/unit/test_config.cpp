@@ -64,6 +64,17 @@ TEST_CASE("ZeRO stage 3 refuses the out-of-memory backoff on dp > 1", "[config]"
   CHECK_NOTHROW(plan_launch(c, 1, false));  // dp = 1: nothing is sharded
 }
 
+TEST_CASE("sequence parallelism refuses a block size tp does not divide", "[config]") {
+  const Config c = parse_config("[grid]\ntp = 4\nsequence_parallel = true\n[model]\nblock_size = 66\n", "deck", {});
+  CHECK_THROWS_WITH(plan_launch(c, 4, false), Catch::Contains("model.block_size = 66 is not divisible by it"));
+  Config fits = c;
+  fits.model.block_size = 64;
+  CHECK(plan_launch(fits, 4, false).sequence_parallel);
+  Config one = c;  // with one tp rank there is nothing to split
+  one.grid.tp = 1;
+  CHECK_NOTHROW(plan_launch(one, 1, false));
+}
+
 TEST_CASE("all problems are reported together", "[config]") {
   const auto msg = problems("[train]\nsteps = x\nfoo = 1\n[optim]\nlr = 0\n");
   CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));

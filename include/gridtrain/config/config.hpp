@@ -66,6 +66,7 @@ struct Config {
     int tp = 1;  ///< tensor-parallel size
     int pp = 1;  ///< pipeline-parallel size
     std::vector<int> stage_layers;  ///< layers per pipeline stage ("n0,n1,..."); empty = auto
+    bool sequence_parallel = false;  ///< Megatron SP: norms, residual and embedding hold T/tp of the sequence
   } grid;
   struct Model {
     ModelType type = ModelType::Gpt;

@@ -56,11 +56,12 @@ class GptPlan : public LanguageModelPlan {
 
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  CausalSelfAttention(const GptShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
+  CausalSelfAttention(const GptShape& s, const TpRegion& region);
+  /// x (B, T, C) -> (B, T, C); with sequence parallelism both this rank's slice (B, T/t, C).
+  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});
 
  private:
-  Axis* tp_;
+  TpRegion region_;
   std::int64_t n_head_;  // heads on this tp rank
   torch::nn::Linear c_attn_{nullptr}, c_proj_{nullptr};
   bool fused_;
@@ -69,20 +70,21 @@ class CausalSelfAttention : public torch::nn::Module {
 
 class Mlp : public torch::nn::Module {
  public:
-  Mlp(const GptShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  Mlp(const GptShape& s, const TpRegion& region);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C), or (B, T/t, C) with SP
 
  private:
-  Axis* tp_;
+  TpRegion region_;
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
 };
 
 class Block : public torch::nn::Module {
  public:
-  Block(const GptShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
+  Block(const GptShape& s, const TpRegion& region);
+  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C), or (B, T/t, C) with SP
 
  private:
+  TpRegion region_;
   torch::nn::LayerNorm ln_1_{nullptr}, ln_2_{nullptr};
   std::shared_ptr<CausalSelfAttention> attn_;
   std::shared_ptr<Mlp> mlp_;
@@ -106,8 +108,8 @@ class Gpt : public LanguageModel {
   const GptShape& shape() const { return plan_.shape(); }
 
  private:
-  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C)
-  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);    // (B, T, C) -> (B, T, C)
+  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C) (SP: (B, T/t, C))
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);    // (B, T, C) -> (B, T, C) (SP: (B, T/t, C))
   const LanguageModelPlan& language_plan() const override { return plan_; }
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
 

@@ -16,6 +16,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/parallel/shard.hpp"
+#include "gridtrain/parallel/tensor_parallel.hpp"
 
 namespace gridtrain {
 
@@ -23,7 +24,8 @@ namespace gridtrain {
 /// windows of T tokens; (B, T, C) activations between stages.
 class LanguageModelPlan : public ModelPlan {
  public:
-  /// layout's null-or-size-1 tp resolved to null, its layers (-1: all) to a count.
+  /// layout's null-or-size-1 tp resolved to null (and sequence parallelism with it to off), its
+  /// layers (-1: all) to a count.
   LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size, std::int64_t n_embd,
                     std::int64_t vocab_size, Recompute recompute);
   const ModelLayout& layout() const { return layout_; }
@@ -32,6 +34,10 @@ class LanguageModelPlan : public ModelPlan {
   Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
   int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
   int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }
+  /// Whether the sequence is split over tp between the tensor-parallel layers (grid.sequence_parallel).
+  bool sequence_parallel() const { return layout_.sequence_parallel; }
+  /// How this rank's tensor-parallel layers meet the rest.
+  TpRegion region() const { return {layout_.tp, layout_.sequence_parallel}; }
   /// This rank's parameter names, in the module's registration order.
   virtual std::vector<std::string> names() const = 0;
   /// Throws std::invalid_argument for a name that is not one of the model's parameters.
@@ -41,15 +47,15 @@ class LanguageModelPlan : public ModelPlan {
   const char* item() const override { return "token"; }
   const char* flops_formula() const override { return "6N + 12LCT per token"; }
   std::string samples() const override { return "sequences of " + std::to_string(block_size_) + " tokens"; }
-  /// (B, T, C).
+  /// (B, T, C); with sequence parallelism this rank's slice (B, T/t, C).
   std::vector<std::int64_t> activation_shape(int micro_batch) const override {
-    return {micro_batch, block_size_, n_embd_};
+    return {micro_batch, block_size_ / sequence_split(), n_embd_};
   }
   Recompute recompute() const { return recompute_; }
   /// Korthikanti et al. 2022, Table 2, per layer and micro-batch in flight: none keeps
   /// layer_activations() whole; selective all but the attention scores (rebuilt for one layer at
-  /// a time in backward); full only the block's input b·T·C (and one layer's whole activations
-  /// rebuilt at a time). Plus on the last stage, per micro-batch, the fp32 logits and their
+  /// a time in backward); full only the block's input b·T·C (/t with sequence parallelism; and
+  /// one layer's whole activations rebuilt at a time). Plus on the last stage, per micro-batch, the fp32 logits and their
   /// softmax, 8·b·T·V/t; plus, once, the two score-sized gradients of one layer's softmax
   /// backward (written-out attention).
   double activation_bytes(int micro_batch, int elem_bytes, int in_flight) const final;
@@ -65,6 +71,9 @@ class LanguageModelPlan : public ModelPlan {
     double scores, rest;
   };
   virtual LayerActivations layer_activations(int micro_batch, int elem_bytes) const = 0;
+  /// The ranks the sequence is split over between the tensor-parallel layers: t with sequence
+  /// parallelism, else 1 (Table 2's 10 s b h of norms and layer inputs, divided by it).
+  int sequence_split() const { return layout_.sequence_parallel ? tp_size() : 1; }
 
   ModelLayout layout_;
   std::int64_t n_layer_, block_size_, n_embd_, vocab_size_;
@@ -97,14 +106,15 @@ namespace gridtrain::lm {
 
 /// idx (B, T) int64 global ids → (B, T, C) rows of `weight`; with tp, weight (V/tp, C) is this
 /// rank's vocabulary shard and the rows are summed over tp (Megatron's vocabulary-parallel
-/// embedding).
-torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, Axis* tp);
+/// embedding), with sequence parallelism into this rank's slice (B, T/t, C).
+torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, const TpRegion& region);
 
 /// Per-token cross-entropy (B·T,) fp32, nats, of the output head `weight` (V rows, or this rank's
-/// V/tp of spec's padded vocabulary, × C) on x (B, T, C) against targets (B, T). The logits are
-/// taken to fp32 whatever autocast computed them in: the softmax needs fp32's range.
+/// V/tp of spec's padded vocabulary, × C) on x (B, T, C) (with sequence parallelism this rank's
+/// slice (B, T/t, C)) against targets (B, T). The logits are taken to fp32 whatever autocast
+/// computed them in: the softmax needs fp32's range.
 torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& targets,
-                        const ShardSpec& spec, Axis* tp);
+                        const ShardSpec& spec, const TpRegion& region);
 
 /// Causal attention of q (B, H, Tq, D) over k, v (B, Hkv, Tk, D) (grouped-query where Hkv < H:
 /// query head h reads key/value head h / (H/Hkv)), softmax(q kᵀ / sqrt(D)) v, → (B, H, Tq, D).

@@ -13,6 +13,7 @@ struct ModelLayout {
   int stage = 0, stages = 1;
   std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
   int tp_size = 1;  ///< tensor-parallel ranks when tp is null: a plan without a grid (predict)
+  bool sequence_parallel = false;  ///< grid.sequence_parallel: the sequence split over tp between its layers
 };
 
 }  // namespace gridtrain

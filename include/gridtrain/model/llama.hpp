@@ -60,15 +60,17 @@ class LlamaPlan : public LanguageModelPlan {
   LlamaShape s_;
 };
 
-/// RMSNorm: x · rsqrt(mean(x², -1) + eps) in fp32, cast back to x's type, times weight (C,).
+/// RMSNorm: x · rsqrt(mean(x², -1) + eps) in fp32, cast back to x's type, times weight (C,)
+/// (a replicated parameter of region: with sequence parallelism x is this rank's slice).
 class RmsNorm : public torch::nn::Module {
  public:
-  RmsNorm(std::int64_t c, double eps);
+  RmsNorm(std::int64_t c, double eps, const TpRegion& region = {});
   torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
 
  private:
   torch::Tensor weight_;
   double eps_;
+  TpRegion region_;
 };
 
 /// Rotary tables: cos and sin (T, D) fp32 of position t and feature i, angle t·θ^(−2(i mod D/2)/D).
@@ -78,12 +80,13 @@ struct Rope {
 
 class LlamaAttention : public torch::nn::Module {
  public:
-  LlamaAttention(const LlamaShape& s, Axis* tp);
-  /// x (B, T, C) at positions [slot.offset(), +T) → (B, T, C).
+  LlamaAttention(const LlamaShape& s, const TpRegion& region);
+  /// x (B, T, C) at positions [slot.offset(), +T) → (B, T, C); with sequence parallelism both
+  /// this rank's slice (B, T/t, C).
   torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot = {});
 
  private:
-  Axis* tp_;
+  TpRegion region_;
   std::int64_t n_head_, n_kv_head_, head_dim_;  // heads on this tp rank
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
   bool fused_;
@@ -92,17 +95,17 @@ class LlamaAttention : public torch::nn::Module {
 
 class LlamaMlp : public torch::nn::Module {
  public:
-  LlamaMlp(const LlamaShape& s, Axis* tp);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> down(silu(gate x) · up x), (B, T, C)
+  LlamaMlp(const LlamaShape& s, const TpRegion& region);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> down(silu(gate x) · up x), (B, T, C) (SP: T/t)
 
  private:
-  Axis* tp_;
+  TpRegion region_;
   torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 
 class LlamaBlock : public torch::nn::Module {
  public:
-  LlamaBlock(const LlamaShape& s, Axis* tp);
+  LlamaBlock(const LlamaShape& s, const TpRegion& region);
   torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
 
  private:

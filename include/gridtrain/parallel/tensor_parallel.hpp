@@ -1,10 +1,13 @@
 // Megatron-LM tensor parallelism over grid.tp() (Shoeybi et al. 2019, "Megatron-LM: Training
-// Multi-Billion Parameter Language Models Using Model Parallelism", §3): the conjugate operators
-// f (identity forward, all-reduce backward) and g (all-reduce forward, identity backward) as
-// autograd functions, a vocabulary-parallel embedding and cross-entropy (no rank materializes
-// the full logits), and the mapping of a rank's shard onto its parameter's global tensor.
+// Multi-Billion Parameter Language Models Using Model Parallelism", §3): where the
+// tensor-parallel layers meet the rest (TpRegion: the conjugate operators f and g as autograd
+// functions, or their sequence-parallel forms), a vocabulary-parallel embedding and
+// cross-entropy (no rank materializes the full logits), and the mapping of a rank's shard onto
+// its parameter's global tensor.
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -16,15 +19,43 @@ namespace gridtrain {
 /// rank's shard of the global tensor `full` (zero padding included), contiguous.
 torch::Tensor take_shard(const torch::Tensor& full, const ShardSpec& spec, int rank, int size);
 
-/// f: identity forward; backward sums the gradient over tp. Before a column-parallel layer.
-torch::Tensor copy_to_tp(const torch::Tensor& x, Axis& tp);
-/// g: forward sums x over tp; identity backward. After a row-parallel layer.
-torch::Tensor reduce_from_tp(const torch::Tensor& x, Axis& tp);
+/// How a model's tensor-parallel layers meet the rest of it over tp (null: no tensor
+/// parallelism): Megatron's conjugate f (identity forward, all-reduce backward) before a
+/// column-parallel layer and g (all-reduce forward, identity backward) after a row-parallel one;
+/// or with sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in
+/// Large Transformer Models", §4.2.2) their sequence-parallel forms: between the tensor-parallel
+/// layers (norms, residual stream, embedding) each rank holds its slice [r·T/t, (r+1)·T/t) of
+/// the sequence, f becomes an all-gather along T (backward: a reduce-scatter) and g a
+/// reduce-scatter along T (backward: an all-gather), the same bytes as the two all-reduces.
+/// T must be a multiple of t (plan_launch refuses other decks).
+struct TpRegion {
+  Axis* tp = nullptr;
+  bool sequence_parallel = false;  ///< ignored without tp (or with one tp rank)
+
+  bool sp() const { return tp && tp->size() > 1 && sequence_parallel; }
+  /// Column-parallel linears sharing the input x: each x·Wᵢᵀ + bᵢ, (B, T, Nᵢ), Wᵢ (Nᵢ, C) this
+  /// rank's rows, biases empty or one per weight. x is (B, T, C), whole on every rank; with SP
+  /// this rank's slice (B, T/t, C), all-gathered along T, and only the slice is kept for backward
+  /// (gathered again there: the activation memory sequence parallelism exists to save).
+  std::vector<torch::Tensor> column(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                                    const std::vector<torch::Tensor>& biases = {}) const;
+  /// A row-parallel layer's partial sums (B, T, C) (or a vocabulary shard's embedding rows):
+  /// summed over tp; with SP, this rank's slice of the sum (B, T/t, C). Without tp: as is.
+  torch::Tensor row(const torch::Tensor& partial) const;
+  /// A replicated parameter used on this rank's part of the sequence (a norm's weight, a
+  /// row-parallel bias, the position embedding): with SP each rank's gradient covers its slice
+  /// only, so the backward sums it over tp; otherwise p itself.
+  torch::Tensor replicated(const torch::Tensor& p) const;
+  /// The positions {begin, length} of a T-long sequence this rank holds between the
+  /// tensor-parallel layers: {0, T}, or with SP its slice {r·T/t, T/t}.
+  std::pair<std::int64_t, std::int64_t> positions(std::int64_t T) const;
+};
 
 /// Vocabulary-parallel embedding: idx (B, T) int64 global ids; weight (V_local, C) holds ids
-/// [start, start + V_local). Returns (B, T, C), the same on every tp rank.
+/// [start, start + V_local). Returns region.row() of the rows: (B, T, C), the same on every tp
+/// rank, or with SP this rank's slice (B, T/t, C).
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight, std::int64_t start,
-                                       Axis& tp);
+                                       const TpRegion& region);
 
 /// Vocabulary-parallel cross-entropy: logits (N, V_local) of ids [start, start + V_local), of
 /// which the first `valid` exist (the rest are padding); targets (N,) global ids. Returns the

@@ -17,13 +17,14 @@ struct LaunchPlan {
   GridShape shape;                ///< dp × tp × pp = the world size
   std::vector<int> stage_layers;  ///< transformer layers of each pipeline stage (grid.stage_layers)
   int accumulation = 1;           ///< micro-batches per step and dp rank: global = micro · dp · accumulation
+  bool sequence_parallel = false; ///< grid.sequence_parallel (in effect with tp > 1)
   bool cuda = false;              ///< train.device resolved (auto: a CUDA build that sees a GPU)
   bool nccl = false;              ///< comm.backend resolved (auto: nccl exactly when on CUDA)
 };
 
 /// The plan of c on a world of world_size ranks. Throws gridtrain::Error listing every problem
 /// found (the world does not fit the grid, n_head not divisible by tp, more stages than layers,
-/// a bad grid.stage_layers, global_batch not a multiple of micro_batch · dp, options that need
+/// a bad grid.stage_layers, a block_size sequence parallelism cannot split, global_batch not a multiple of micro_batch · dp, options that need
 /// tp = pp = 1, fault injection that could never fire, and with resolve_device a device or
 /// backend this build or machine lacks), each naming the keys and what would be valid.
 /// --dry-run plans without resolve_device: it may run on a login node without the job's GPUs.
@@ -35,8 +36,9 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device = tr
 std::vector<std::string> layout_problems(const Config& c, const GridShape& shape);
 
 /// Stage `stage` of a pipeline with these layers per stage: its first layer and layer count, on
-/// tp (or, planning without a grid, tp_size ranks).
-ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size);
+/// tp (or, planning without a grid, tp_size ranks), the sequence split over them or not.
+ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size,
+                         bool sequence_parallel = false);
 
 /// This rank's part of the model on grid: its tp axis, its stage and that stage's layers.
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid);
