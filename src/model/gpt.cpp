@@ -149,8 +149,7 @@ int Gpt::unit_of(const std::string& name) const {
 
 torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
   const auto region = plan_.region();
-  const auto [begin, length] = region.positions(idx.size(1));  // with SP, this rank's slice of the sequence
-  auto pos = torch::arange(offset + begin, offset + begin + length, idx.options());  // (T,) int64 on idx's device
+  const auto pos = region.positions(idx.size(0), idx.size(1), offset, idx.options());  // (T,), or with SP (B, T/t)
   gather(kWte);
   gather(kWpe);
   auto x = release(kWpe, lm::embed(idx, wte_->weight, region) + torch::embedding(region.replicated(wpe_->weight), pos));  // (B, T, C)

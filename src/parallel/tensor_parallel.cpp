@@ -44,25 +44,25 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0], torch::Tensor()}; }
 };
 
-// Sequence parallelism's collectives along dim 1 of (B, T, C). The rank-ordered blocks of the
-// collectives are contiguous in (T, B, C), so both go through that layout.
+// Sequence parallelism's collectives. A rank's slice is a contiguous block of the micro-batch's
+// B·T tokens, so both run on the tensors' own storage, without a transpose.
 
-// x (B, T/t, C) → (B, T, C): every rank's slice along T, in rank order, in x's dtype.
+// x (B, T/t, C), this rank's tokens → (B, T, C): every rank's, in rank order, in x's dtype.
 torch::Tensor all_gather_sequence(const torch::Tensor& x, Axis& tp) {
-  auto local = x.transpose(0, 1).contiguous();  // (T/t, B, C)
-  auto full = torch::empty({local.size(0) * tp.size(), local.size(1), local.size(2)}, local.options());
+  const auto local = x.contiguous();
+  auto full = torch::empty({x.size(0), x.size(1) * tp.size(), x.size(2)}, local.options());
   tp.all_gather(local.data_ptr(), full.data_ptr(), local.nbytes(), "sequence parallel").wait();
-  return full.transpose(0, 1).contiguous();
+  return full;
 }
 
-// x (B, T, C) partial sums → (B, T/t, C): this rank's slice of their sum over tp, summed in fp32,
-// returned in x's dtype.
+// x (B, T, C) partial sums → (B, T/t, C): this rank's tokens of their sum over tp, summed in
+// fp32, returned in x's dtype.
 torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, Axis& tp) {
-  const auto full = x.transpose(0, 1).contiguous().to(torch::kFloat);  // (T, B, C)
-  auto mine = torch::empty({full.size(0) / tp.size(), full.size(1), full.size(2)}, full.options());
+  const auto full = x.contiguous().to(torch::kFloat);
+  auto mine = torch::empty({x.size(0), x.size(1) / tp.size(), x.size(2)}, full.options());
   tp.reduce_scatter_sum(full.data_ptr<float>(), mine.data_ptr<float>(), static_cast<std::size_t>(mine.numel()),
                         "sequence parallel").wait();
-  return mine.transpose(0, 1).contiguous().to(x.scalar_type());
+  return mine.to(x.scalar_type());
 }
 
 struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
@@ -101,7 +101,7 @@ struct SequenceParallelLinears : torch::autograd::Function<SequenceParallelLinea
     const auto saved = ctx->get_saved_variables();
     const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     const auto& x = saved[0];
-    const auto full = all_gather_sequence(x.to(dtype), axis_of(ctx)).flatten(0, 1);  // (B·T, C)
+    auto full = all_gather_sequence(x.to(dtype), axis_of(ctx)).flatten(0, 1);  // (B·T, C)
     const auto linears = saved.size() - 1;
     const bool biased = ctx->saved_data["biased"].toBool();
     variable_list weights(linears), biases(biased ? linears : 0);
@@ -115,6 +115,7 @@ struct SequenceParallelLinears : torch::autograd::Function<SequenceParallelLinea
       weights[i] = gi.t().mm(full).to(w.scalar_type());
       if (biased) biases[i] = gi.sum(0).to(w.scalar_type());
     }
+    full.reset();  // before the reduce-scatter: one whole-sequence tensor fewer at the peak
     variable_list out{reduce_scatter_sequence(dx.view({x.size(0), -1, x.size(2)}), axis_of(ctx)).to(x.scalar_type())};
     out.insert(out.end(), weights.begin(), weights.end());
     out.insert(out.end(), biases.begin(), biases.end());
@@ -189,9 +190,10 @@ torch::Tensor TpRegion::replicated(const torch::Tensor& p) const {
   return sp() ? CopyToTp::apply(p, handle(*tp)) : p;
 }
 
-std::pair<std::int64_t, std::int64_t> TpRegion::positions(std::int64_t T) const {
-  if (!sp()) return {0, T};
-  return {tp->rank() * (T / tp->size()), T / tp->size()};
+torch::Tensor TpRegion::positions(std::int64_t B, std::int64_t T, std::int64_t offset, const torch::TensorOptions& options) const {
+  if (!sp()) return torch::arange(offset, offset + T, options);
+  const auto n = B * T / tp->size();  // this rank's tokens: [rank·n, (rank + 1)·n) of the B·T
+  return torch::arange(tp->rank() * n, (tp->rank() + 1) * n, options).remainder(T).view({B, T / tp->size()}) + offset;
 }
 
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight, std::int64_t start,

@@ -6,7 +6,6 @@
 // its parameter's global tensor.
 #pragma once
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -24,9 +23,13 @@ torch::Tensor take_shard(const torch::Tensor& full, const ShardSpec& spec, int r
 /// column-parallel layer and g (all-reduce forward, identity backward) after a row-parallel one;
 /// or with sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in
 /// Large Transformer Models", §4.2.2) their sequence-parallel forms: between the tensor-parallel
-/// layers (norms, residual stream, embedding) each rank holds its slice [r·T/t, (r+1)·T/t) of
-/// the sequence, f becomes an all-gather along T (backward: a reduce-scatter) and g a
-/// reduce-scatter along T (backward: an all-gather), the same bytes as the two all-reduces.
+/// layers (norms, residual stream, embedding) each rank holds 1/t of the tokens, shaped
+/// (B, T/t, C), f becomes an all-gather of the tokens (backward: a reduce-scatter) and g a
+/// reduce-scatter (backward: an all-gather), the same bytes as the two all-reduces. Rank r's
+/// tokens are the contiguous block [r·B·T/t, (r+1)·B·T/t) of the micro-batch's B·T in (B, T)
+/// order: with B = 1 Megatron's slice [r·T/t, (r+1)·T/t) of the sequence, which Megatron's
+/// (T, B, C) layout makes contiguous along T and ours along the flattened tokens, so that the
+/// collectives need no transpose (the layers between are per token and do not care which).
 /// T must be a multiple of t (plan_launch refuses other decks).
 struct TpRegion {
   Axis* tp = nullptr;
@@ -35,25 +38,25 @@ struct TpRegion {
   bool sp() const { return tp && tp->size() > 1 && sequence_parallel; }
   /// Column-parallel linears sharing the input x: each x·Wᵢᵀ + bᵢ, (B, T, Nᵢ), Wᵢ (Nᵢ, C) this
   /// rank's rows, biases empty or one per weight. x is (B, T, C), whole on every rank; with SP
-  /// this rank's slice (B, T/t, C), all-gathered along T, and only the slice is kept for backward
-  /// (gathered again there: the activation memory sequence parallelism exists to save).
+  /// this rank's tokens (B, T/t, C), all-gathered, and only they are kept for backward (gathered
+  /// again there: the activation memory sequence parallelism exists to save).
   std::vector<torch::Tensor> column(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                                     const std::vector<torch::Tensor>& biases = {}) const;
   /// A row-parallel layer's partial sums (B, T, C) (or a vocabulary shard's embedding rows):
-  /// summed over tp; with SP, this rank's slice of the sum (B, T/t, C). Without tp: as is.
+  /// summed over tp; with SP, this rank's tokens of the sum (B, T/t, C). Without tp: as is.
   torch::Tensor row(const torch::Tensor& partial) const;
   /// A replicated parameter used on this rank's part of the sequence (a norm's weight, a
-  /// row-parallel bias, the position embedding): with SP each rank's gradient covers its slice
+  /// row-parallel bias, the position embedding): with SP each rank's gradient covers its tokens
   /// only, so the backward sums it over tp; otherwise p itself.
   torch::Tensor replicated(const torch::Tensor& p) const;
-  /// The positions {begin, length} of a T-long sequence this rank holds between the
-  /// tensor-parallel layers: {0, T}, or with SP its slice {r·T/t, T/t}.
-  std::pair<std::int64_t, std::int64_t> positions(std::int64_t T) const;
+  /// The positions in their sequences of the tokens this rank holds between the tensor-parallel
+  /// layers, int64 from offset: (T,) for every sequence of the batch, or with SP (B, T/t).
+  torch::Tensor positions(std::int64_t B, std::int64_t T, std::int64_t offset, const torch::TensorOptions& options) const;
 };
 
 /// Vocabulary-parallel embedding: idx (B, T) int64 global ids; weight (V_local, C) holds ids
 /// [start, start + V_local). Returns region.row() of the rows: (B, T, C), the same on every tp
-/// rank, or with SP this rank's slice (B, T/t, C).
+/// rank, or with SP this rank's tokens (B, T/t, C).
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight, std::int64_t start,
                                        const TpRegion& region);
 
