@@ -3,6 +3,8 @@
 // the end-of-run summary (output/summary.hpp) prints.
 #include "gridtrain/app/trainer.hpp"
 
+#include "gridtrain/model/gpt.hpp"
+
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"
 
@@ -24,6 +26,10 @@ void Trainer::describe_setup() const {
   log_.print("LR: peak " + fmt("%.4g", lr_schedule_.peak()) + ", lr(0) = " + fmt("%.4g", lr_schedule_(0)) + "\n");
   log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, fp32 weights and optimizer state" +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
+  if (cfg_.train.recompute == Recompute::Selective && fused_attention(cfg_))
+    log_.warn(std::string("train.recompute = selective with sdpa attention (model.attention = ") + name_of(cfg_.model.attention) +
+              ") keeps the same activations as none and adds the attention's forward again: sdpa never stores the "
+              "scores that selective recomputation exists to drop; use train.recompute = full to save memory");
 }
 
 StateBytes Trainer::state_bytes() {
