@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     for (auto& m : modes) {
       if (!m.tensor_parallel && world.rank != 0) continue;  // tp = 1 is measured on rank 0 alone
       ModelLayout layout;
-      if (m.tensor_parallel) layout = {&tp, 0, 1, 0, -1, t, m.sequence_parallel};
+      if (m.tensor_parallel) layout = {&tp, 0, 1, {{}}, t, m.sequence_parallel};
       m.model = make_model(c, data, layout);
       m.model->initialize(1);
       m.accountant = plan_model(c, data, layout)->activation_bytes(B, 4, 1);

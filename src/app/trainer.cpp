@@ -102,7 +102,7 @@ void Trainer::build_model() {
   }
   optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
   const ModelPlan& plan = model_->plan();
-  engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule,
+  engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
                                              [&plan](int rows) { return plan.activation_shape(rows); }, device_,
                                              model_->first_stage(), model_->last_stage(), !tied_.empty(), timer_);
   std::vector<const Axis*> pp{&grid_->pp()};
@@ -112,9 +112,9 @@ void Trainer::build_model() {
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
-  return [this, s](const torch::Tensor& x, const torch::Tensor& targets) {
+  return [this, s](const torch::Tensor& x, const torch::Tensor& targets, int chunk) {
     AutocastGuard autocast(cfg_.precision.type, device_);
-    auto y = model_->stage_forward(x);
+    auto y = model_->stage_forward(x, chunk);
     if (!targets.defined()) return y;
     auto loss = model_->head_loss_sum(y, targets);
     return faults_.nan_loss(s) ? loss + std::numeric_limits<double>::quiet_NaN() : loss;

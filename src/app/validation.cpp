@@ -34,9 +34,9 @@ Validation::Result Validation::run(Model& model, PipelineEngine& engine, int mic
       else samples_.val_row(mine_[static_cast<std::size_t>(first + b)], out);
     }));
   };
-  auto forward = [&](const torch::Tensor& x, const torch::Tensor& targets) {
+  auto forward = [&](const torch::Tensor& x, const torch::Tensor& targets, int chunk) {
     AutocastGuard autocast(precision_, device);
-    auto y = model.stage_forward(x);
+    auto y = model.stage_forward(x, chunk);
     return targets.defined() ? model.head_sums(y, targets) : y;
   };
   const auto sums = engine.evaluate(rows, most_, micro_batch, batch, forward);

@@ -203,6 +203,10 @@ std::vector<Key> grid_keys() {
       int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
       int_key<int>("grid.pp", GT_REF(grid.pp), "pipeline-parallel size (stages)", 1),
       stage_layers_key(),
+      int_key<int>("grid.virtual_stages", GT_REF(grid.virtual_stages),
+                   "model chunks per pipeline rank for train.schedule = interleaved (Narayanan et al. 2021, "
+                   "§2.2.2): rank r holds virtual stages r, r + pp, ..., the bubble shrinks by this factor; "
+                   "grid.stage_layers then gives pp * virtual_stages counts", 1),
       bool_key("grid.sequence_parallel", GT_REF(grid.sequence_parallel),
                "sequence parallelism with grid.tp > 1 (Korthikanti et al. 2022): between the tensor-parallel "
                "layers (norms, residual stream, embedding) each tp rank holds T/tp of the sequence, and the tp "
@@ -323,7 +327,9 @@ std::vector<Key> train_keys() {
       real_key("train.outlier_z", GT_REF(train.outlier_z), "z-score above which a step is an outlier", 0.0, true),
       enum_key("train.schedule", GT_REF(train.schedule),
                "pipeline schedule over a step's micro-batches (global_batch / (micro_batch * dp) of them): 1f1b "
-               "(one forward, one backward; fewest activations in flight) or gpipe (all forwards, then all backwards)"),
+               "(one forward, one backward; fewest activations in flight), gpipe (all forwards, then all "
+               "backwards) or interleaved (1F1B over grid.virtual_stages model chunks per rank: bubble "
+               "(pp - 1)/(virtual_stages * m) instead of (pp - 1)/m, more pp messages; needs m a multiple of pp)"),
       enum_key("train.recompute", GT_REF(train.recompute),
                "activation recomputation (Korthikanti et al. 2022): none; selective (the attention core, its "
                "scores and softmax, is run again in backward instead of kept); full (each transformer block keeps "

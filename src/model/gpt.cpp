@@ -85,9 +85,10 @@ std::vector<std::string> GptPlan::names() const {
   std::vector<std::string> out;
   if (first_stage() || last_stage()) out.push_back("wte.weight");  // the last stage's: the tied head
   if (first_stage()) out.push_back("wpe.weight");
-  for (std::int64_t i = layout_.first_layer; i < layout_.first_layer + layout_.layers; ++i)
-    for (const char* p : {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"})
-      for (const char* w : {".weight", ".bias"}) out.push_back("h." + std::to_string(i) + "." + p + w);
+  for (const auto& chunk : chunks())
+    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i)
+      for (const char* p : {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"})
+        for (const char* w : {".weight", ".bias"}) out.push_back("h." + std::to_string(i) + "." + p + w);
   if (last_stage()) out.insert(out.end(), {"ln_f.weight", "ln_f.bias"});
   return out;
 }
@@ -100,10 +101,12 @@ Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : plan_(s, layout) {
   if (first_stage()) wpe_ = register_module("wpe", torch::nn::Embedding(s.block_size, s.n_embd));
   // Named by global layer index (no dots allowed in module names, so h is a plain module).
   auto h = register_module("h", std::make_shared<torch::nn::Module>());
-  const auto& l = plan_.layout();
-  for (std::int64_t i = l.first_layer; i < l.first_layer + l.layers; ++i) {
-    h_.push_back(std::make_shared<Block>(s, plan_.region()));
-    h->register_module(std::to_string(i), h_.back());
+  for (const auto& chunk : plan_.chunks()) {
+    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+      h_.push_back(std::make_shared<Block>(s, plan_.region()));
+      h->register_module(std::to_string(i), h_.back());
+    }
+    chunk_end_.push_back(h_.size());
   }
   if (last_stage()) ln_f_ = register_module("ln_f", layer_norm(s.n_embd));
 }
@@ -143,7 +146,7 @@ int Gpt::unit_of(const std::string& name) const {
   if (name == "wte.weight") return kWte;
   if (name == "wpe.weight") return kWpe;
   if (name.starts_with("ln_f.")) return kBlocks + static_cast<int>(h_.size());
-  if (name.starts_with("h.")) return kBlocks + std::stoi(name.substr(2)) - static_cast<int>(plan_.layout().first_layer);
+  if (name.starts_with("h.")) return kBlocks + plan_.local_layer(std::stoi(name.substr(2)));
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
@@ -156,8 +159,9 @@ torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
   return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 
-torch::Tensor Gpt::run_blocks(torch::Tensor x, KvCache* cache) {
-  for (std::size_t i = 0; i < h_.size(); ++i) {
+torch::Tensor Gpt::run_blocks(torch::Tensor x, KvCache* cache, int chunk) {
+  const auto c = static_cast<std::size_t>(chunk);
+  for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
     const int unit = kBlocks + static_cast<int>(i);
     gather(unit);
     const lm::CacheSlot slot{cache, i, shape().block_size};
@@ -168,8 +172,8 @@ torch::Tensor Gpt::run_blocks(torch::Tensor x, KvCache* cache) {
   return x;
 }
 
-torch::Tensor Gpt::stage_forward(const torch::Tensor& input) {
-  return run_blocks(first_stage() ? embed(input) : input);
+torch::Tensor Gpt::stage_forward(const torch::Tensor& input, int chunk) {
+  return run_blocks(first_stage() && chunk == 0 ? embed(input) : input, nullptr, chunk);
 }
 
 // Per-token loss from the last stage's output, in fp32 whatever autocast computed the logits in:

@@ -16,7 +16,8 @@ LanguageModelPlan::LanguageModelPlan(const ModelLayout& layout, std::int64_t n_l
       recompute_(recompute) {
   if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
   if (tp_size() == 1) layout_.sequence_parallel = false;
-  if (layout_.layers < 0) layout_.layers = n_layer - layout_.first_layer;
+  for (auto& chunk : layout_.chunks)
+    if (chunk.count < 0) chunk.count = n_layer - chunk.first;
 }
 
 double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int in_flight) const {
@@ -30,7 +31,22 @@ double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int 
   if (recompute_ == Recompute::Selective) kept = layer.rest, redone += layer.scores;
   if (recompute_ == Recompute::Full) kept = input, redone += layer.scores + layer.rest;
   const double head = last_stage() ? 8.0 * micro_batch * block_size_ * vocab_size_ / tp_size() : 0.0;
-  return in_flight * (static_cast<double>(layout_.layers) * kept + head) + (layout_.layers > 0 ? redone : 0.0);
+  return in_flight * (static_cast<double>(layers()) * kept + head) + (layers() > 0 ? redone : 0.0);
+}
+
+std::int64_t LanguageModelPlan::layers() const {
+  std::int64_t n = 0;
+  for (const auto& chunk : layout_.chunks) n += chunk.count;
+  return n;
+}
+
+int LanguageModelPlan::local_layer(std::int64_t layer) const {
+  std::int64_t before = 0;
+  for (const auto& chunk : layout_.chunks) {
+    if (layer >= chunk.first && layer < chunk.first + chunk.count) return static_cast<int>(before + layer - chunk.first);
+    before += chunk.count;
+  }
+  throw std::invalid_argument("layer " + std::to_string(layer) + " is not on this pipeline rank");
 }
 
 double LanguageModelPlan::recompute_flops_per_item() const {

@@ -103,11 +103,12 @@ LlamaPlan::LlamaPlan(const LlamaShape& s, const ModelLayout& layout)
 std::vector<std::string> LlamaPlan::names() const {
   std::vector<std::string> out;
   if (first_stage() || (last_stage() && s_.tie_embeddings)) out.push_back("model.embed_tokens.weight");
-  for (std::int64_t i = layout_.first_layer; i < layout_.first_layer + layout_.layers; ++i)
-    for (const char* p : {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                          "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
-                          "mlp.down_proj"})
-      out.push_back("model.layers." + std::to_string(i) + "." + p + ".weight");
+  for (const auto& chunk : chunks())
+    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i)
+      for (const char* p : {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                            "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                            "mlp.down_proj"})
+        out.push_back("model.layers." + std::to_string(i) + "." + p + ".weight");
   if (last_stage()) out.push_back("model.norm.weight");
   if (last_stage() && !s_.tie_embeddings) out.push_back("lm_head.weight");
   return out;
@@ -154,10 +155,12 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) 
   }
   // Named by global layer index (no dots allowed in module names, so layers is a plain module).
   auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
-  const auto& l = plan_.layout();
-  for (std::int64_t i = l.first_layer; i < l.first_layer + l.layers; ++i) {
-    layers_.push_back(std::make_shared<LlamaBlock>(s, plan_.region()));
-    layers->register_module(std::to_string(i), layers_.back());
+  for (const auto& chunk : plan_.chunks()) {
+    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+      layers_.push_back(std::make_shared<LlamaBlock>(s, plan_.region()));
+      layers->register_module(std::to_string(i), layers_.back());
+    }
+    chunk_end_.push_back(layers_.size());
   }
   if (!last_stage()) return;
   norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, plan_.region()));
@@ -188,14 +191,15 @@ int Llama::unit_of(const std::string& name) const {
   if (name == "model.embed_tokens.weight") return kEmbed;
   if (name == "model.norm.weight" || name == "lm_head.weight") return last;
   if (name.starts_with("model.layers."))
-    return kBlocks + std::stoi(name.substr(13)) - static_cast<int>(plan_.layout().first_layer);
+    return kBlocks + plan_.local_layer(std::stoi(name.substr(13)));
   throw std::invalid_argument("Llama has no parameter " + name);
 }
 
 torch::Tensor& Llama::head_weight() { return shape().tie_embeddings ? embed_tokens_->weight : lm_head_->weight; }
 
-torch::Tensor Llama::run_blocks(torch::Tensor x, KvCache* cache) {
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+torch::Tensor Llama::run_blocks(torch::Tensor x, KvCache* cache, int chunk) {
+  const auto c = static_cast<std::size_t>(chunk);
+  for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
     const int unit = kBlocks + static_cast<int>(i);
     gather(unit);
     const lm::CacheSlot slot{cache, i, shape().block_size};
@@ -206,8 +210,8 @@ torch::Tensor Llama::run_blocks(torch::Tensor x, KvCache* cache) {
   return x;
 }
 
-torch::Tensor Llama::stage_forward(const torch::Tensor& input) {
-  if (!first_stage()) return run_blocks(input);
+torch::Tensor Llama::stage_forward(const torch::Tensor& input, int chunk) {
+  if (!first_stage() || chunk > 0) return run_blocks(input, nullptr, chunk);
   gather(kEmbed);
   // One stage with a tied head: the head uses the embedding again, so it stays gathered.
   auto x = release(kEmbed, lm::embed(input, embed_tokens_->weight, plan_.region()),

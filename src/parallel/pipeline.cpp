@@ -6,7 +6,35 @@
 
 namespace gridtrain {
 
-std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches) {
+namespace {
+
+// Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving): the k-th
+// forward and backward pass of a rank over its m·v (micro-batch, chunk) passes.
+std::vector<PipeOp> interleaved(int stage, int p, int m, int v) {
+  if (m % p != 0)
+    throw std::invalid_argument("the interleaved schedule runs micro-batches in groups of grid.pp = " +
+                                std::to_string(p) + ", but a step has " + std::to_string(m) +
+                                "; valid: train.global_batch / (train.micro_batch * dp) a multiple of grid.pp");
+  auto op = [&](PipeOp::Kind kind, int k) {
+    const int chunk = (k % (p * v)) / p;
+    return PipeOp{kind, (k / (p * v)) * p + k % p, kind == PipeOp::Forward ? chunk : v - 1 - chunk};
+  };
+  const int total = m * v, warmup = std::min((p - stage - 1) * 2 + (v - 1) * p, total);
+  std::vector<PipeOp> ops;
+  int f = 0, b = 0;
+  while (f < warmup) ops.push_back(op(PipeOp::Forward, f++));
+  while (f < total) {
+    ops.push_back(op(PipeOp::Forward, f++));
+    ops.push_back(op(PipeOp::Backward, b++));
+  }
+  while (b < total) ops.push_back(op(PipeOp::Backward, b++));
+  return ops;
+}
+
+}  // namespace
+
+std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks) {
+  if (kind == PipelineSchedule::Interleaved) return interleaved(stage, stages, micro_batches, chunks);
   std::vector<PipeOp> ops;
   const int m = micro_batches;
   if (kind == PipelineSchedule::GPipe) {
@@ -23,6 +51,22 @@ std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stag
   }
   while (b < m) ops.push_back({PipeOp::Backward, b++});
   return ops;
+}
+
+int in_flight_micro_batches(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks) {
+  switch (kind) {
+    case PipelineSchedule::GPipe: return micro_batches;
+    case PipelineSchedule::Interleaved: {
+      const int passes = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages + 1, micro_batches * chunks);
+      return (passes + chunks - 1) / chunks;
+    }
+    case PipelineSchedule::OneFOneB: break;
+  }
+  return std::min(stages - stage, micro_batches);
+}
+
+double bubble_ratio(int stages, int micro_batches, int chunks) {
+  return static_cast<double>(stages - 1) / (static_cast<double>(chunks) * micro_batches);
 }
 
 std::vector<int> stage_layers(const std::vector<int>& given, int n_layer, int stages) {

@@ -6,9 +6,9 @@
 
 namespace gridtrain {
 
-PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, ActivationShape activation_shape,
+PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
                                torch::Device device, bool first_stage, bool last_stage, bool tied, Timer& timer)
-    : grid_(grid), schedule_(schedule), activation_shape_(std::move(activation_shape)), device_(device),
+    : grid_(grid), schedule_(schedule), chunks_(chunks), activation_shape_(std::move(activation_shape)), device_(device),
       first_(first_stage), last_(last_stage), timer_(timer) {
   Axis& pp = grid.pp();
   if (pp.size() == 1) return;
@@ -26,37 +26,46 @@ torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* w
 
 torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
                                     Reducer& reducer, double loss_scale) {
-  const int B = micro_batch, M = micro_batches;
+  const int B = micro_batch, M = micro_batches, v = chunks_;
   Axis& pp = grid_.pp();
-  std::vector<torch::Tensor> inputs(M), outputs(M), losses(M), in_flight;
+  const int p = pp.size(), r = pp.rank();
+  // Per (chunk, micro-batch) pass, at chunk · M + micro-batch.
+  std::vector<torch::Tensor> inputs(M * v), outputs(M * v), losses(M * v), in_flight;
   std::vector<Work> sends;
   auto send = [&](const torch::Tensor& t, int peer, int tag) {
     in_flight.push_back(t.detach().to(torch::kFloat).contiguous());
     sends.push_back(pp.send(in_flight.back().data_ptr(), in_flight.back().nbytes(), peer, tag, "micro-batch"));
   };
+  // A message's tag names the pass that receives it: its micro-batch, chunk and direction (with
+  // chunks, both directions can come from the same peer).
+  auto tag = [M](bool forward, int m, int chunk) { return 2 * (chunk * M + m) + (forward ? 0 : 1); };
+  // The neighbouring virtual stages: chunk c's next is on rank r + 1, or from the last rank
+  // chunk c + 1 on rank 0; its previous on rank r − 1, or from rank 0 chunk c − 1 on the last.
+  const int next = (r + 1) % p, prev = (r + p - 1) % p;
   torch::Tensor loss_sum;  // last stage: Σ losses, on the device
-  int backwards_left = M;
-  for (const PipeOp& op : pipeline_schedule(schedule_, pp.rank(), pp.size(), M)) {
-    const int m = op.micro_batch;
+  int backwards_left = M * v;
+  for (const PipeOp& op : pipeline_schedule(schedule_, r, p, M, v)) {
+    const int m = op.micro_batch, c = op.chunk, i = c * M + m;
+    const bool begins = first_ && c == 0, ends = last_ && c == v - 1;  // the model's first and last pass
     if (op.kind == PipeOp::Forward) {
       std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
-      if (first_ || last_) mb = batch(static_cast<std::int64_t>(m) * B, B);
+      if (begins || ends) mb = batch(static_cast<std::int64_t>(m) * B, B);
       timer_.stamp(Section::Data);
-      inputs[m] = first_ ? mb.first : receive(pp.rank() - 1, m, B, "micro-batch").requires_grad_();
-      if (last_) {
+      inputs[i] = begins ? mb.first : receive(prev, tag(true, m, c), B, "micro-batch").requires_grad_();
+      if (ends) {
         const auto items = static_cast<double>(mb.second.numel());
-        losses[m] = forward(inputs[m], mb.second) / (items * M);
-        loss_sum = loss_sum.defined() ? loss_sum + losses[m].detach() : losses[m].detach();
+        losses[i] = forward(inputs[i], mb.second, c) / (items * M);
+        loss_sum = loss_sum.defined() ? loss_sum + losses[i].detach() : losses[i].detach();
       } else {
-        outputs[m] = forward(inputs[m], {});
-        send(outputs[m], pp.rank() + 1, m);
+        outputs[i] = forward(inputs[i], {}, c);
+        send(outputs[i], next, tag(true, m, r == p - 1 ? c + 1 : c));
       }
     } else {
       reducer.begin_backward(--backwards_left == 0);
-      if (last_) (loss_scale != 1.0 ? losses[m] * loss_scale : losses[m]).backward();
-      else outputs[m].backward(receive(pp.rank() + 1, m, B, "micro-batch"));
-      if (!first_) send(inputs[m].grad(), pp.rank() - 1, m);
-      inputs[m] = outputs[m] = losses[m] = torch::Tensor();  // free this micro-batch's activations
+      if (ends) (loss_scale != 1.0 ? losses[i] * loss_scale : losses[i]).backward();
+      else outputs[i].backward(receive(next, tag(false, m, c), B, "micro-batch"));
+      if (!begins) send(inputs[i].grad(), prev, tag(false, m, r == 0 ? c - 1 : c));
+      inputs[i] = outputs[i] = losses[i] = torch::Tensor();  // free this pass's activations
     }
     timer_.stamp(Section::Compute);
   }
@@ -70,23 +79,27 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
   torch::NoGradGuard no_grad;
   Axis& pp = grid_.pp();
   torch::Tensor sums;  // last stage: (k,) on the host
+  const int p = pp.size(), r = pp.rank();
   for (std::int64_t i = 0; i < padded_rows; i += micro_batch) {
     const bool padding = i >= rows;  // this rank's rows are done; its dp peers' are not
     const int n = padding ? 1 : static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
     std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
-    torch::Tensor x;                             // the input, or (n, T, C) activations
     if (first_ || last_) mb = batch(i, n);
-    if (first_) x = mb.first;
-    else {
-      x = torch::empty(activation_shape_(n), torch::TensorOptions(torch::kFloat).device(device_));
-      pp.recv(x.data_ptr(), x.nbytes(), pp.rank() - 1, 0, "validation").wait();
-    }
-    if (last_) {
-      const auto s = forward(x, mb.second).to(torch::kDouble).cpu();
-      if (!padding) sums = sums.defined() ? sums + s : s;
-    } else {
-      auto h = forward(x, {}).to(torch::kFloat).contiguous();
-      pp.send(h.data_ptr(), h.nbytes(), pp.rank() + 1, 0, "validation").wait();
+    for (int c = 0; c < chunks_; ++c) {  // through every virtual stage in turn
+      const bool begins = first_ && c == 0, ends = last_ && c == chunks_ - 1;
+      torch::Tensor x;  // the input, or (n, T, C) activations
+      if (begins) x = mb.first;
+      else {
+        x = torch::empty(activation_shape_(n), torch::TensorOptions(torch::kFloat).device(device_));
+        pp.recv(x.data_ptr(), x.nbytes(), (r + p - 1) % p, c, "validation").wait();
+      }
+      if (ends) {
+        const auto s = forward(x, mb.second, c).to(torch::kDouble).cpu();
+        if (!padding) sums = sums.defined() ? sums + s : s;
+      } else {
+        auto h = forward(x, {}, c).to(torch::kFloat).contiguous();
+        pp.send(h.data_ptr(), h.nbytes(), (r + 1) % p, r == p - 1 ? c + 1 : c, "validation").wait();
+      }
     }
   }
   if (!sums.defined()) return {};

@@ -10,6 +10,7 @@
 #include "gridtrain/data/samples.hpp"
 #include "gridtrain/model/registry.hpp"
 #include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
@@ -58,9 +59,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const auto model = plan_model(cfg, data, layout);  // this rank's part, counted without building it
   const int M = plan.accumulation;
   const int elem = cfg.precision.type == PrecisionType::Fp32 ? 4 : 2;
-  const bool gpipe = cfg.train.schedule == PipelineSchedule::GPipe;
-  // 1F1B keeps at most stages − stage micro-batches' activations (GPipe all of them).
-  const int in_flight = gpipe ? M : std::min(layout.stages - layout.stage, M);
+  const int in_flight = in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, M, plan.virtual_stages);
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const double optim = optimizer_state_bytes_per_param(cfg.optim.type) * n;
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
@@ -82,6 +81,8 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   std::vector<double> all(static_cast<std::size_t>(kFields * g.size()));
   grid.world().all_gather(mine, all.data(), sizeof mine, "dry-run estimates").wait();
 
+  const std::string schedule = std::string(name_of(cfg.train.schedule)) +
+                               (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " chunks per rank" : "");
   char line[512];
   std::snprintf(line, sizeof line,
                 "Dry run: %s, grid %d (dp) x %d (tp%s) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
@@ -90,8 +91,9 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "in flight on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
                 name_of(cfg.model.type), g.dp, g.tp, plan.sequence_parallel && g.tp > 1 ? ", sequence parallel" : "",
-                g.pp, cfg.train.micro_batch, M, name_of(cfg.train.schedule),
-                name_of(cfg.precision.type), name_of(cfg.optim.type), name_of(cfg.train.recompute), gpipe ? M : std::min(g.pp, M),
+                g.pp, cfg.train.micro_batch, M, schedule.c_str(),
+                name_of(cfg.precision.type), name_of(cfg.optim.type), name_of(cfg.train.recompute),
+                in_flight_micro_batches(cfg.train.schedule, 0, g.pp, M, plan.virtual_stages),
                 "stage", "parameters",
                 "params", "grads", "optim", "casts", "activations", "snapshot", "total");
   std::string text = line;

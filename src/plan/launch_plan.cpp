@@ -1,5 +1,6 @@
 #include "gridtrain/plan/launch_plan.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -15,14 +16,33 @@ namespace {
 
 using Problems = std::vector<std::string>;
 
+// train.schedule = interleaved and grid.virtual_stages go together, on a pipeline.
+void check_schedule(const Config& c, LaunchPlan& plan, Problems& out) {
+  const bool interleaved = c.train.schedule == PipelineSchedule::Interleaved;
+  const std::string v = std::to_string(c.grid.virtual_stages);
+  if (interleaved && c.grid.virtual_stages < 2)
+    out.push_back("train.schedule = interleaved needs grid.virtual_stages >= 2 model chunks per pipeline rank, but "
+                  "it is " + v + "; valid: 2 or more, or train.schedule = 1f1b");
+  if (!interleaved && c.grid.virtual_stages > 1)
+    out.push_back("grid.virtual_stages = " + v + " splits each pipeline rank's layers into chunks for train.schedule "
+                  "= interleaved, but train.schedule = " + name_of(c.train.schedule) + "; valid: train.schedule = "
+                  "interleaved, or grid.virtual_stages = 1");
+  if (interleaved && plan.shape.pp < 2)
+    out.push_back("train.schedule = interleaved interleaves model chunks over pipeline ranks, but grid.pp = " +
+                  std::to_string(plan.shape.pp) + "; valid: grid.pp >= 2, or train.schedule = 1f1b");
+  if (interleaved) plan.virtual_stages = std::max(1, c.grid.virtual_stages);
+}
+
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
   for (auto& p : model_layout_problems(c, s.tp, s.pp)) out.push_back(std::move(p));
   plan.sequence_parallel = c.grid.sequence_parallel;
-  try {
-    plan.stage_layers = stage_layers(c.grid.stage_layers, model_layers(c), s.pp);
+  check_schedule(c, plan, out);
+  try {  // interleaved: one count per virtual stage
+    plan.stage_layers = stage_layers(c.grid.stage_layers, model_layers(c), s.pp * plan.virtual_stages);
   } catch (const std::invalid_argument& e) {
-    out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + ": " + e.what());
+    const std::string v = plan.virtual_stages > 1 ? " (over grid.pp * grid.virtual_stages virtual stages)" : "";
+    out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + v + ": " + e.what());
   }
   if (c.grid.sequence_parallel && s.tp > 1 && c.model.block_size % s.tp != 0)
     out.push_back("grid.sequence_parallel = true splits the sequence over grid.tp = " + std::to_string(s.tp) +
@@ -35,6 +55,10 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
                   std::to_string(s.dp) + "; valid: a multiple of " + std::to_string(per_step));
   else
     plan.accumulation = static_cast<int>(c.train.global_batch / per_step);
+  if (c.train.schedule == PipelineSchedule::Interleaved && s.pp > 1 && plan.accumulation % s.pp != 0)
+    out.push_back("train.schedule = interleaved runs micro-batches in groups of grid.pp = " + std::to_string(s.pp) +
+                  ", but a step has " + std::to_string(plan.accumulation) + " (train.global_batch / (micro_batch * dp)"
+                  "); valid: a multiple of " + std::to_string(s.pp) + " micro-batches, or train.schedule = 1f1b");
   const bool model_parallel = s.tp > 1 || s.pp > 1;
   if (model_parallel && c.train.on_oom == OnOom::Backoff)
     out.emplace_back("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "
@@ -107,16 +131,22 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   return plan;
 }
 
-ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size,
+ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, int chunks, Axis* tp, int tp_size,
                          bool sequence_parallel) {
-  ModelLayout layout{tp, stage, static_cast<int>(stage_layers.size()), 0,
-                     stage_layers.at(static_cast<std::size_t>(stage)), tp_size, sequence_parallel};
-  for (int s = 0; s < stage; ++s) layout.first_layer += stage_layers[static_cast<std::size_t>(s)];
+  const int stages = static_cast<int>(stage_layers.size()) / chunks;
+  ModelLayout layout{tp, stage, stages, {}, tp_size, sequence_parallel};
+  for (int c = 0; c < chunks; ++c) {
+    const auto virtual_stage = static_cast<std::size_t>(c * stages + stage);
+    LayerRange r{0, stage_layers.at(virtual_stage)};
+    for (std::size_t s = 0; s < virtual_stage; ++s) r.first += stage_layers[s];
+    layout.chunks.push_back(r);
+  }
   return layout;
 }
 
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
-  return stage_layout(plan.stage_layers, grid.pp().rank(), &grid.tp(), grid.tp().size(), plan.sequence_parallel);
+  return stage_layout(plan.stage_layers, grid.pp().rank(), plan.virtual_stages, &grid.tp(), grid.tp().size(),
+                      plan.sequence_parallel);
 }
 
 int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {

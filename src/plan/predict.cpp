@@ -29,10 +29,10 @@ const Link& link_of(const Machine& m, int stride, int k) {
   return span <= m.ranks_per_node && m.ranks_per_node % span == 0 ? m.intra : m.inter;
 }
 
-// This stage's plan without a grid.
+// This stage's plan without a grid (layers: per virtual stage, chunks per rank).
 std::unique_ptr<ModelPlan> stage_plan(const Config& c, const DataShape& d, const StepLayout& l, int stage,
-                                      const std::vector<int>& layers) {
-  return plan_model(c, d, stage_layout(layers, stage, nullptr, l.tp, c.grid.sequence_parallel));
+                                      const std::vector<int>& layers, int chunks) {
+  return plan_model(c, d, stage_layout(layers, stage, chunks, nullptr, l.tp, c.grid.sequence_parallel));
 }
 
 }  // namespace
@@ -66,6 +66,10 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   Config run = c;  // the layout as a run would be launched: its ZeRO stage, layers split evenly
   run.optim.zero_stage = l.zero;
   run.grid.stage_layers.clear();
+  const bool interleaved = c.train.schedule == PipelineSchedule::Interleaved && l.pp > 1;
+  if (!interleaved && c.train.schedule == PipelineSchedule::Interleaved)  // one stage: nothing to interleave
+    run.train.schedule = PipelineSchedule::OneFOneB, run.grid.virtual_stages = 1;
+  const int v = interleaved ? c.grid.virtual_stages : 1;
   const auto problems = layout_problems(run, {l.dp, l.tp, l.pp});
   if (!problems.empty()) {
     p.infeasible = problems.front();
@@ -73,8 +77,10 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   }
   p.micro_batches = c.train.global_batch / (b * l.dp);
   const double M = p.micro_batches;
-  const auto layers = stage_layers({}, model_layers(c), l.pp);
-  const auto first = stage_plan(c, data, l, 0, layers), last = stage_plan(c, data, l, l.pp - 1, layers);
+  const auto layers = stage_layers({}, model_layers(c), l.pp * v);
+  const auto first = stage_plan(c, data, l, 0, layers, v), last = stage_plan(c, data, l, l.pp - 1, layers, v);
+  int rank_layers = 0;  // stage 0's, over its chunks
+  for (int k = 0; k < v; ++k) rank_layers += layers[static_cast<std::size_t>(k * l.pp)];
 
   // Compute: the step's FLOPs spread evenly over the ranks, at each rank's share of its node.
   const double items = static_cast<double>(first->items_per_sample()) * c.train.global_batch;
@@ -83,7 +89,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const int on_node = std::min(N, m.ranks_per_node);
   const double share = m.cores_per_node > 0 ? std::min(1.0, m.cores_per_node / on_node) : 1.0;
   p.compute_s = flops / N / (m.flops_per_s * share);
-  p.bubble_s = p.compute_s * (l.pp - 1) / M;
+  p.bubble_s = p.compute_s * bubble_ratio(l.pp, p.micro_batches, v);
 
   const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
   // The bytes of one micro-batch's inter-stage activations: b·T·C, or with sequence parallelism
@@ -102,12 +108,12 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
     // layers' inputs again: 5 instead of 4.
     const int per_layer = (sp ? 5 : 4) + (c.train.recompute == Recompute::Full ? 2 : 0);
     const double full = sp ? activation() * l.tp : activation();
-    p.tp_s = layers.front() * M * per_layer * allreduce_s(full, l.tp, link_of(m, 1, l.tp));
+    p.tp_s = rank_layers * M * per_layer * allreduce_s(full, l.tp, link_of(m, 1, l.tp));
   }
   if (l.pp > 1) {  // between nodes, the tp ranks send a slice each (Megatron's scatter/gather), as SP does anyway
     const Link& link = link_of(m, l.tp * l.dp, l.pp);
     const double bytes = &link == &m.inter && !sp ? activation() / l.tp : activation();
-    p.pp_s = 2.0 * M * (link.latency_s + bytes / link.bytes_per_s);
+    p.pp_s = 2.0 * M * v * (link.latency_s + bytes / link.bytes_per_s);  // each micro-batch passes a rank v times
   }
   const double psi = static_cast<double>(std::max(first->parameters(), last->parameters()));
   if (l.dp > 1)
@@ -120,8 +126,8 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   // Memory: model state as ZeRO shards it, autocast copies, activations in flight on stage 0.
   const auto zero = zero_state_bytes(l.zero, psi, c.optim.type, l.dp);
   const double state = zero[0] + zero[1] + zero[2] + (act == 2 ? 2.0 * psi : 0.0);
-  const double in_flight = c.train.schedule == PipelineSchedule::GPipe ? M : std::min<double>(l.pp, M);
-  p.memory_bytes = state + first->activation_bytes(b, act, static_cast<int>(in_flight));
+  const int in_flight = in_flight_micro_batches(run.train.schedule, 0, l.pp, p.micro_batches, v);
+  p.memory_bytes = state + first->activation_bytes(b, act, in_flight);
   if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) p.infeasible = "out of memory";
   return p;
 }

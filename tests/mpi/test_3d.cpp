@@ -59,33 +59,43 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
   }
 }
 
-struct SpCase {
-  int dp, tp, pp, zero;
-  Recompute recompute;
+// A layout with options: sequence parallelism, the interleaved schedule's chunks per rank
+// (virtual_stages > 1: 8 layers, 16 sequences a step), ZeRO, recomputation.
+struct LayoutCase {
+  int dp, tp, pp, zero = 0;
+  Recompute recompute = Recompute::None;
+  bool sequence_parallel = false;
+  int virtual_stages = 1;
 };
 
-// grid.sequence_parallel at each layout computes the one-rank run, and its residual stream holds
-// this rank's slice of the sequence.
-void check_sequence_parallel(const std::string& family, const std::vector<SpCase>& cases) {
+// Each case computes the one-rank run (losses, gradient norms, weights through its checkpoint);
+// with sequence parallelism its residual stream holds this rank's tokens.
+void check_layouts(const std::string& family, const std::string& name, const std::vector<LayoutCase>& cases) {
   CAPTURE(family);
-  const auto dir = shared_dir("sequence-parallel-" + family);
+  const auto dir = shared_dir(name + "-" + family);
   Log quiet(false);
-  for (const SpCase& k : cases) {
-    CAPTURE(k.dp, k.tp, k.pp, k.zero, name_of(k.recompute));
-    Config c = model_3d(dir, 6, k.dp, k.tp, k.pp, family);
-    c.grid.sequence_parallel = true;
+  for (const LayoutCase& k : cases) {
+    CAPTURE(k.dp, k.tp, k.pp, k.zero, name_of(k.recompute), k.sequence_parallel, k.virtual_stages);
+    auto config = [&](int dp, int tp, int pp) {
+      Config c = model_3d(dir, 6, dp, tp, pp, family);
+      if (k.virtual_stages > 1) c.model.n_layer = 8, c.train.global_batch = 16;
+      return c;
+    };
+    Config c = config(k.dp, k.tp, k.pp);
+    c.grid.sequence_parallel = k.sequence_parallel;
     c.optim.zero_stage = k.zero;
     c.train.recompute = k.recompute;
+    if (k.virtual_stages > 1) c.train.schedule = PipelineSchedule::Interleaved, c.grid.virtual_stages = k.virtual_stages;
     c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k.dp) + std::to_string(k.tp) + std::to_string(k.pp) + "-zero" +
-                       std::to_string(k.zero);
+                       std::to_string(k.zero) + "-v" + std::to_string(k.virtual_stages);
     Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
     const auto got = t.run();
     const auto T = c.model.block_size;
-    if (t.model().first_stage() && k.zero == 0) {
+    if (k.sequence_parallel && t.model().first_stage() && k.zero == 0) {
       torch::NoGradGuard no_grad;
       CHECK(t.model().stage_forward(torch::zeros({2, T}, torch::kLong)).size(1) == T / k.tp);
     }
-    Config one = model_3d(dir, 6, 1, 1, 1, family);
+    Config one = config(1, 1, 1);
     one.model.n_kv_head = c.model.n_kv_head;
     check_against_one_rank(c, got, one);
   }
@@ -117,14 +127,35 @@ TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
 TEST_CASE("sequence parallel at (2, 2, 2) and (1, 8, 1), and with ZeRO 3 and full recomputation, computes the one-rank run",
           "[np8]") {
   const auto family = GENERATE(from_range(kLanguageModels));
-  check_sequence_parallel(family, {{2, 2, 2, 0, Recompute::None}, {1, 8, 1, 0, Recompute::None},
-                                   {2, 2, 2, 3, Recompute::Full}});
+  check_layouts(family, "sequence-parallel",
+                {{2, 2, 2, 0, Recompute::None, true}, {1, 8, 1, 0, Recompute::None, true},
+                 {2, 2, 2, 3, Recompute::Full, true}});
 }
 
 TEST_CASE("sequence parallel at (1, 2, 2), and at (1, 4, 1) with ZeRO 1 and selective recomputation, computes the "
           "one-rank run", "[np4]") {
   const auto family = GENERATE(from_range(kLanguageModels));
-  check_sequence_parallel(family, {{1, 2, 2, 0, Recompute::None}, {1, 4, 1, 1, Recompute::Selective}});
+  check_layouts(family, "sequence-parallel", {{1, 2, 2, 0, Recompute::None, true}, {1, 4, 1, 1, Recompute::Selective, true}});
+}
+
+TEST_CASE("interleaved 1F1B with 2 chunks per rank at (1, 2, 4) with sequence parallelism and at (2, 1, 4) with ZeRO 3 "
+          "and full recomputation computes the one-rank run", "[np8]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "interleaved",
+                {{1, 2, 4, 0, Recompute::None, true, 2}, {2, 1, 4, 3, Recompute::Full, false, 2}});
+}
+
+TEST_CASE("interleaved 1F1B at (1, 1, 4), (2, 1, 2) with ZeRO 1 and 3, and (1, 2, 2) with 3 uneven chunks per rank "
+          "computes the one-rank run", "[np4]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "interleaved",
+                {{1, 1, 4, 0, Recompute::None, false, 2}, {2, 1, 2, 1, Recompute::None, false, 2},
+                 {2, 1, 2, 3, Recompute::None, false, 2}, {1, 2, 2, 0, Recompute::None, false, 3}});
+}
+
+TEST_CASE("interleaved 1F1B at (1, 1, 2) with 2 and 4 chunks per rank computes the one-rank run", "[np2]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "interleaved", {{1, 1, 2, 0, Recompute::None, false, 2}, {1, 1, 2, 0, Recompute::None, false, 4}});
 }
 
 TEST_CASE("sequence parallel under bf16 autocast trains as tensor parallelism alone", "[np4]") {

@@ -63,9 +63,9 @@ TEST_CASE("model.attention = sdpa computes the math path's loss and gradients", 
   SECTION("one rank, the whole model") { check_same(family, {}, false); }
   SECTION("tp = 2: each rank its local heads") {
     Grid grid(MPI_COMM_WORLD, GridShape{1, 2, 1});
-    check_same(family, {&grid.tp(), 0, 1, 0, -1}, false);
+    check_same(family, {&grid.tp(), 0, 1, {{0, -1}}}, false);
   }
-  SECTION("the last of two pipeline stages, from activations") { check_same(family, {nullptr, 1, 2, 1, 1}, true); }
+  SECTION("the last of two pipeline stages, from activations") { check_same(family, {nullptr, 1, 2, {{1, 1}}}, true); }
   SECTION("fused attention stores no (B, H, T, T) scores") {
     CHECK(plan_model(attention_config(Attention::Sdpa), DataShape{64}, {})->activation_bytes(4, 4, 1) <
           plan_model(attention_config(Attention::Math), DataShape{64}, {})->activation_bytes(4, 4, 1));

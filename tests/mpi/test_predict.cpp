@@ -54,7 +54,7 @@ TEST_CASE("predict: each term follows its formula", "[np2][predict]") {
     Config rc = c;
     rc.train.recompute = r;
     const Prediction q = predict_step(rc, data, {2, 2, 2, 0}, m, {});
-    const auto plan = [&](const Config& k) { return plan_model(k, data, stage_layout({4, 4}, 0, nullptr, 2)); };
+    const auto plan = [&](const Config& k) { return plan_model(k, data, stage_layout({4, 4}, 0, 1, nullptr, 2)); };
     CHECK(q.memory_bytes - p.memory_bytes ==
           Approx(plan(rc)->activation_bytes(2, 2, 2) - plan(c)->activation_bytes(2, 2, 2)));
     CHECK(q.compute_s == Approx(p.compute_s * (1 + plan(rc)->recompute_flops_per_item() / plan(c)->flops_per_item())));

@@ -75,6 +75,28 @@ TEST_CASE("sequence parallelism refuses a block size tp does not divide", "[conf
   CHECK_NOTHROW(plan_launch(one, 1, false));
 }
 
+TEST_CASE("the interleaved schedule is refused by name where it cannot run", "[config]") {
+  auto deck = [](const std::string& extra) {
+    return parse_config("[grid]\npp = 2\n[model]\nn_layer = 8\n[train]\nmicro_batch = 2\nglobal_batch = 8\n" + extra,
+                        "deck", {});
+  };
+  const auto ok = plan_launch(deck("schedule = interleaved\n[grid]\nvirtual_stages = 2\n"), 2, false);
+  CHECK(ok.virtual_stages == 2);
+  CHECK(ok.stage_layers.size() == 4);  // one count per virtual stage
+  Config odd = deck("schedule = interleaved\n[grid]\nvirtual_stages = 2\n");
+  odd.train.global_batch = 6;  // 3 micro-batches over 2 stages
+  CHECK_THROWS_WITH(plan_launch(odd, 2, false), Catch::Contains("but a step has 3") && Catch::Contains("valid: a multiple of 2"));
+  CHECK_THROWS_WITH(plan_launch(deck("schedule = interleaved\n"), 2, false),
+                    Catch::Contains("needs grid.virtual_stages >= 2"));
+  CHECK_THROWS_WITH(plan_launch(deck("[grid]\nvirtual_stages = 2\n"), 2, false),
+                    Catch::Contains("but train.schedule = 1f1b"));
+  Config one = deck("schedule = interleaved\n[grid]\nvirtual_stages = 2\n");
+  one.grid.pp = 1;
+  CHECK_THROWS_WITH(plan_launch(one, 1, false), Catch::Contains("but grid.pp = 1"));
+  Config deep = deck("schedule = interleaved\n[grid]\nvirtual_stages = 8\n");  // 16 virtual stages, 8 layers
+  CHECK_THROWS_WITH(plan_launch(deep, 2, false), Catch::Contains("over grid.pp * grid.virtual_stages virtual stages"));
+}
+
 TEST_CASE("all problems are reported together", "[config]") {
   const auto msg = problems("[train]\nsteps = x\nfoo = 1\n[optim]\nlr = 0\n");
   CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));

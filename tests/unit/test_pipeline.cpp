@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 #include <stdexcept>
 
 #include "gridtrain/config/config.hpp"
@@ -62,6 +64,57 @@ TEST_CASE("GPipe: all forwards, then all backwards", "[pipeline]") {
   const auto ops = pipeline_schedule(PipelineSchedule::GPipe, 1, 4, 3);
   CHECK(ops == std::vector<PipeOp>{{PipeOp::Forward, 0}, {PipeOp::Forward, 1}, {PipeOp::Forward, 2},
                                    {PipeOp::Backward, 0}, {PipeOp::Backward, 1}, {PipeOp::Backward, 2}});
+}
+
+namespace {
+
+// Runs every rank's interleaved order as the engine does (a send never blocks, a receive waits
+// for its pass on the neighbouring virtual stage): every rank finishes, so the order cannot
+// deadlock; each (micro-batch, chunk) passes forward once and backward once, after its forward.
+void check_interleaved(int p, int m, int v) {
+  std::vector<std::vector<PipeOp>> ops;
+  for (int r = 0; r < p; ++r) ops.push_back(pipeline_schedule(PipelineSchedule::Interleaved, r, p, m, v));
+  const int stages = p * v;
+  std::set<std::tuple<int, int, int>> done;  // (kind, micro-batch, virtual stage)
+  std::vector<std::size_t> next(p, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < p; ++r) {
+      if (next[r] == ops[r].size()) continue;
+      const PipeOp& op = ops[r][next[r]];
+      const int s = op.chunk * p + r;  // its virtual stage
+      const bool ready = op.kind == PipeOp::Forward
+                             ? s == 0 || done.count({PipeOp::Forward, op.micro_batch, s - 1})
+                             : done.count({PipeOp::Forward, op.micro_batch, s}) &&
+                                   (s == stages - 1 || done.count({PipeOp::Backward, op.micro_batch, s + 1}));
+      if (!ready) continue;
+      CHECK(done.insert({op.kind, op.micro_batch, s}).second);
+      ++next[r], progress = true;
+    }
+  }
+  for (int r = 0; r < p; ++r) CHECK(next[r] == ops[r].size());
+  CHECK(done.size() == static_cast<std::size_t>(2 * m * stages));
+}
+
+}  // namespace
+
+TEST_CASE("interleaved 1F1B: every rank's order completes, with each pass once", "[pipeline]") {
+  for (int p : {2, 3, 4})
+    for (int v : {1, 2, 3})
+      for (int groups : {1, 2, 3}) {
+        CAPTURE(p, v, groups * p);
+        check_interleaved(p, groups * p, v);
+      }
+  // Megatron-LM's order at p = 2, v = 2, m = 2: rank 0 warms up with (2 − 0 − 1)·2 + (2 − 1)·2 = 4
+  // forwards, chunk 0 for both micro-batches first; backwards start on the last chunk.
+  using F = PipeOp;
+  CHECK(pipeline_schedule(PipelineSchedule::Interleaved, 0, 2, 2, 2) ==
+        std::vector<PipeOp>{{F::Forward, 0, 0}, {F::Forward, 1, 0}, {F::Forward, 0, 1}, {F::Forward, 1, 1},
+                            {F::Backward, 0, 1}, {F::Backward, 1, 1}, {F::Backward, 0, 0}, {F::Backward, 1, 0}});
+  CHECK_THROWS_WITH(pipeline_schedule(PipelineSchedule::Interleaved, 0, 4, 6, 2),
+                    Catch::Contains("a step has 6; valid: train.global_batch / (train.micro_batch * dp) a multiple of grid.pp"));
+  CHECK(bubble_ratio(4, 8, 2) == Approx(3.0 / 16));
+  CHECK(bubble_ratio(4, 8, 1) == Approx(3.0 / 8));
 }
 
 TEST_CASE("stage split: auto is as even as possible, explicit lists are checked", "[pipeline]") {

@@ -23,7 +23,7 @@ enum class LrDecay { Cosine, Linear, Constant };
 enum class LrScaling { None, Linear };
 enum class DeviceKind { Auto, Cpu, Cuda };
 enum class OnOom { Abort, Backoff };
-enum class PipelineSchedule { OneFOneB, GPipe };
+enum class PipelineSchedule { OneFOneB, GPipe, Interleaved };
 enum class Recompute { None, Selective, Full };
 enum class PrecisionType { Fp32, Bf16, Fp16 };
 enum class LossScaling { Auto, Dynamic, None };
@@ -39,7 +39,7 @@ constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "cons
 constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
 constexpr auto enum_names(DeviceKind) { return std::array{"auto", "cpu", "cuda"}; }
 constexpr auto enum_names(OnOom) { return std::array{"abort", "backoff"}; }
-constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe"}; }
+constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe", "interleaved"}; }
 constexpr auto enum_names(Recompute) { return std::array{"none", "selective", "full"}; }
 constexpr auto enum_names(PrecisionType) { return std::array{"fp32", "bf16", "fp16"}; }
 constexpr auto enum_names(LossScaling) { return std::array{"auto", "dynamic", "none"}; }
@@ -67,6 +67,7 @@ struct Config {
     int pp = 1;  ///< pipeline-parallel size
     std::vector<int> stage_layers;  ///< layers per pipeline stage ("n0,n1,..."); empty = auto
     bool sequence_parallel = false;  ///< Megatron SP: norms, residual and embedding hold T/tp of the sequence
+    int virtual_stages = 1;  ///< model chunks per pipeline rank (train.schedule = interleaved)
   } grid;
   struct Model {
     ModelType type = ModelType::Gpt;

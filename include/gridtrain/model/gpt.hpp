@@ -10,9 +10,10 @@
 // the two c_proj are row-parallel with their bias added after the all-reduce, wte is
 // vocabulary-parallel (rows padded to a multiple of tp) and so is the tied head with its
 // cross-entropy; LayerNorms, wpe and the row-parallel biases are replicated.
-// Pipeline parallel: a stage holds layers [first_layer, first_layer + layers); the first stage
-// also wte and wpe, the last ln_f and (with pp > 1) its own copy of wte for the tied head,
-// whose gradient the trainer sums with the first stage's.
+// Pipeline parallel: a stage holds its chunks' layers (one range, or with the interleaved
+// schedule one per virtual stage); the first stage also wte and wpe, the last ln_f and (with
+// pp > 1) its own copy of wte for the tied head, whose gradient the trainer sums with the first
+// stage's.
 #pragma once
 #include "gridtrain/comm/axis.hpp"
 #include "gridtrain/model/language_model.hpp"
@@ -41,7 +42,7 @@ class GptPlan : public LanguageModelPlan {
   /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
   /// with N the whole model's count whatever the layout.
   double flops_per_item() const override;
-  int units() const override { return static_cast<int>(layout_.layers) + 3; }  // blocks, wte, wpe, ln_f
+  int units() const override { return static_cast<int>(layers()) + 3; }  // blocks, wte, wpe, ln_f
 
  protected:
   /// b·T·C·(10 + 24/t) bytes at 2-byte activations and the scores' b·T·C·2·H·T/(C·t)
@@ -93,7 +94,7 @@ class Block : public torch::nn::Module {
 class Gpt : public LanguageModel {
  public:
   explicit Gpt(const GptShape& s, const ModelLayout& layout = {});
-  torch::Tensor stage_forward(const torch::Tensor& input) override;
+  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) override;
   torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
   /// wte on the first stage and on the last (the output head's copy).
   std::vector<std::string> tied_parameters() const override;
@@ -109,13 +110,15 @@ class Gpt : public LanguageModel {
 
  private:
   torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C) (SP: (B, T/t, C))
-  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);    // (B, T, C) -> (B, T, C) (SP: (B, T/t, C))
+  // The blocks of `chunk`: (B, T, C) -> (B, T, C) (SP: (B, T/t, C)).
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr, int chunk = 0);
   const LanguageModelPlan& language_plan() const override { return plan_; }
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
 
   GptPlan plan_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
-  std::vector<std::shared_ptr<Block>> h_;
+  std::vector<std::shared_ptr<Block>> h_;  // this rank's blocks, chunk after chunk
+  std::vector<std::size_t> chunk_end_;     // h_[chunk_end_[c − 1], chunk_end_[c]) are chunk c's
   torch::nn::LayerNorm ln_f_{nullptr};
 };
 

@@ -24,13 +24,20 @@ namespace gridtrain {
 /// windows of T tokens; (B, T, C) activations between stages.
 class LanguageModelPlan : public ModelPlan {
  public:
-  /// layout's null-or-size-1 tp resolved to null (and sequence parallelism with it to off), its
-  /// layers (-1: all) to a count.
+  /// layout's null-or-size-1 tp resolved to null (and sequence parallelism with it to off), a
+  /// chunk's count -1 (all) to the layers from its first on.
   LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size, std::int64_t n_embd,
                     std::int64_t vocab_size, Recompute recompute);
   const ModelLayout& layout() const { return layout_; }
   bool first_stage() const { return layout_.stage == 0; }
   bool last_stage() const { return layout_.stage + 1 == layout_.stages; }
+  /// This rank's layers, one range per model chunk.
+  const std::vector<LayerRange>& chunks() const { return layout_.chunks; }
+  /// This rank's layers over all its chunks.
+  std::int64_t layers() const;
+  /// The position of global layer `layer` among this rank's layers (chunk by chunk). Throws
+  /// std::invalid_argument for a layer this rank does not hold.
+  int local_layer(std::int64_t layer) const;
   Axis* tp() const { return layout_.tp; }  ///< null without tensor parallelism
   int tp_rank() const { return layout_.tp ? layout_.tp->rank() : 0; }
   int tp_size() const { return layout_.tp ? layout_.tp->size() : layout_.tp_size; }

@@ -2,16 +2,24 @@
 // --dry-run use it).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace gridtrain {
 
 class Axis;
 
+/// Consecutive transformer layers [first, first + count); count -1: to the last.
+struct LayerRange {
+  std::int64_t first = 0, count = -1;
+};
+
 /// Where this rank's part of the model sits in the grid.
 struct ModelLayout {
   Axis* tp = nullptr;  ///< null: no tensor parallelism (or, for planning alone, tp_size ranks)
-  int stage = 0, stages = 1;
-  std::int64_t first_layer = 0, layers = -1;  ///< this stage's layers; -1: all of them
+  int stage = 0, stages = 1;  ///< this rank's pipeline stage, of stages
+  /// This stage's layers, one range per model chunk it holds, in chunk order (with the
+  /// interleaved schedule chunk c is virtual stage c·stages + stage; else one chunk).
+  std::vector<LayerRange> chunks = {{}};
   int tp_size = 1;  ///< tensor-parallel ranks when tp is null: a plan without a grid (predict)
   bool sequence_parallel = false;  ///< grid.sequence_parallel: the sequence split over tp between its layers
 };

@@ -46,7 +46,7 @@ class LlamaPlan : public LanguageModelPlan {
   /// parameters with the SwiGLU and grouped-query projections, the vocabulary matrix counted once
   /// (as the head: an untied input embedding is a lookup, no multiply).
   double flops_per_item() const override;
-  int units() const override { return static_cast<int>(layout_.layers) + 2; }  // embedding, blocks, norm + head
+  int units() const override { return static_cast<int>(layers()) + 2; }  // embedding, blocks, norm + head
 
  protected:
   /// b·T·C·(12 + (4 + 4·Hkv/H + 8·F/C + 2 with sdpa)/t) bytes at 2-byte activations, counted as
@@ -117,7 +117,7 @@ class LlamaBlock : public torch::nn::Module {
 class Llama : public LanguageModel {
  public:
   explicit Llama(const LlamaShape& s, const ModelLayout& layout = {});
-  torch::Tensor stage_forward(const torch::Tensor& input) override;
+  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) override;
   torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
   /// Tied: the embedding on the first stage and on the last (the head's copy); untied: none.
   std::vector<std::string> tied_parameters() const override;
@@ -132,7 +132,7 @@ class Llama : public LanguageModel {
   const LlamaShape& shape() const { return plan_.shape(); }
 
  private:
-  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr);  // (B, T, C) -> (B, T, C)
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr, int chunk = 0);  // chunk's blocks: (B, T, C) -> (B, T, C)
   const LanguageModelPlan& language_plan() const override { return plan_; }
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   torch::Tensor& head_weight();
@@ -140,7 +140,8 @@ class Llama : public LanguageModel {
   LlamaPlan plan_;
   Rope rope_;  // (block_size, D), buffers
   torch::nn::Embedding embed_tokens_{nullptr};
-  std::vector<std::shared_ptr<LlamaBlock>> layers_;
+  std::vector<std::shared_ptr<LlamaBlock>> layers_;  // this rank's blocks, chunk after chunk
+  std::vector<std::size_t> chunk_end_;               // layers_[chunk_end_[c − 1], chunk_end_[c]) are chunk c's
   std::shared_ptr<RmsNorm> norm_;
   torch::nn::Linear lm_head_{nullptr};
 };

@@ -42,8 +42,10 @@ class Model : public torch::nn::Module {
   virtual torch::Tensor loss(const torch::Tensor& input, const torch::Tensor& targets) = 0;
   // Pipeline stages: the first takes split()'s input, the others the previous stage's output
   // (B, T, C); the last stage's output goes to head_loss_sum. With one stage,
-  // head_loss_sum(stage_forward(input), targets) / items == loss(input, targets).
-  virtual torch::Tensor stage_forward(const torch::Tensor& input) = 0;
+  // head_loss_sum(stage_forward(input), targets) / items == loss(input, targets). chunk: which of
+  // the rank's model chunks runs (interleaved 1F1B: chunk c is virtual stage c·pp + stage; the
+  // first stage's chunk 0 takes split()'s input, the last stage's last chunk feeds the head).
+  virtual torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) = 0;
   /// Sum of the cross-entropy over the targets' items from the last stage's output (last stage only).
   virtual torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
   /// What validation sums from the last stage's output, a (k,) fp32 tensor: [0] the summed loss as

@@ -10,6 +10,7 @@ namespace gridtrain {
 struct PipeOp {
   enum Kind { Forward, Backward } kind;
   int micro_batch;
+  int chunk = 0;  ///< the model chunk (interleaved: this rank's virtual stage chunk · stages + stage)
   bool operator==(const PipeOp&) const = default;
 };
 
@@ -19,8 +20,24 @@ struct PipeOp {
 ///           warm-up forwards, then one forward and one backward in turn, then the remaining
 ///           backwards; at most stages − stage activations in flight.
 ///   gpipe  (Huang et al. 2019): every forward, then every backward.
-/// Both have the bubble (p − 1)/(m + p − 1) of the step.
-std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches);
+///   interleaved (§2.2.2): each rank holds `chunks` model chunks, chunk c being virtual stage
+///           c·stages + stage of stages·chunks; 1F1B over the m·chunks (micro-batch, chunk)
+///           passes in groups of `stages` micro-batches per chunk (forward k: chunk
+///           (k / p) mod v, micro-batch (k / (p·v))·p + k mod p; backward k: chunk v − 1 − that),
+///           (p − stage − 1)·2 + (v − 1)·p warm-up forwards (Megatron-LM's schedule).
+///           Needs micro_batches a multiple of stages (throws std::invalid_argument).
+/// 1f1b and gpipe have the bubble (p − 1)/(m + p − 1) of the step, interleaved
+/// (p − 1)/(v·m + p − 1): bubble_ratio().
+std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks = 1);
+
+/// The most micro-batches whose activations `stage` holds at once, in units of all its layers:
+/// gpipe m; 1f1b min(p − stage, m); interleaved its warm-up forwards plus one, of chunks
+/// (each 1/v of its layers), rounded up to whole micro-batches.
+int in_flight_micro_batches(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks = 1);
+
+/// The pipeline bubble's time over the ideal step's, (p − 1)/(v·m) (v = 1 but for interleaved;
+/// Narayanan et al. 2021, §2.2).
+double bubble_ratio(int stages, int micro_batches, int chunks);
 
 /// Layers per stage: `given` (grid.stage_layers, one count >= 1 per stage) checked against
 /// n_layer and stages, or for an empty `given` (auto) n_layer split as evenly as possible, the

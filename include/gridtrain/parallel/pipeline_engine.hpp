@@ -1,5 +1,5 @@
 // The pipeline stage executor over grid.pp(): one step's micro-batches through this rank's stage
-// in train.schedule order (with one stage: forward, backward, forward, backward, ... = plain
+// (its model chunks, with the interleaved schedule) in train.schedule order (with one stage: forward, backward, forward, backward, ... = plain
 // gradient accumulation). Activations go to the next stage and their gradients come back by
 // non-blocking sends and blocking receives; the time waiting on them is the PpComm section
 // (the bubble included). With pp > 1 the first and the last stage both hold the token
@@ -29,19 +29,21 @@ class PipelineEngine {
   /// Rows first..first+rows−1 of the batch on the device, as {the first stage's input, the last
   /// stage's targets} (Model::split: token ids (B, T) and next ids (B, T), or images and labels).
   using MicroBatch = std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t first, int rows)>;
-  /// The stage's forward: x is the first stage's input, else the previous stage's fp32
-  /// activations (B, T, C). Returns activations, or on the last stage (targets defined) the loss
-  /// summed over the targets' items, a 0-d fp32 tensor (in evaluate: a (k,) tensor of sums, the
-  /// loss first).
-  using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
+  /// The stage's forward of model chunk `chunk`: x is the first stage's input (chunk 0), else
+  /// the previous virtual stage's fp32 activations (B, T, C). Returns activations, or on the last
+  /// stage's last chunk (targets defined) the loss summed over the targets' items, a 0-d fp32
+  /// tensor (in evaluate: a (k,) tensor of sums, the loss first).
+  using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets, int chunk)>;
   /// The shape of the activations between stages for a micro-batch of `rows` samples, (B, T, C).
   using ActivationShape = std::function<std::vector<std::int64_t>(int rows)>;
 
-  /// tied: this stage holds parameters tied to another stage's (Model::tied_parameters: the
-  /// token embedding on the first and the last stage; ignored with pp = 1). Collective over
-  /// grid.pp() (the tied pair's axis is split off it).
-  PipelineEngine(Grid& grid, PipelineSchedule schedule, ActivationShape activation_shape, torch::Device device,
-                 bool first_stage, bool last_stage, bool tied, Timer& timer);
+  /// chunks: model chunks on this rank (grid.virtual_stages with the interleaved schedule, else
+  /// 1): chunk c of rank r is virtual stage c·pp + r, its activations go to rank r + 1, and from
+  /// the last rank to chunk c + 1 on rank 0. tied: this stage holds parameters tied to another
+  /// stage's (Model::tied_parameters: the token embedding on the first and the last stage;
+  /// ignored with pp = 1). Collective over grid.pp() (the tied pair's axis is split off it).
+  PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
+                 torch::Device device, bool first_stage, bool last_stage, bool tied, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
   /// over its targets' items / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
@@ -71,6 +73,7 @@ class PipelineEngine {
   torch::Tensor receive(int peer, int tag, int rows, const char* what);
   Grid& grid_;
   PipelineSchedule schedule_;
+  int chunks_;
   ActivationShape activation_shape_;
   torch::Device device_;
   bool first_, last_;

@@ -15,7 +15,8 @@ struct ModelLayout;
 
 struct LaunchPlan {
   GridShape shape;                ///< dp × tp × pp = the world size
-  std::vector<int> stage_layers;  ///< transformer layers of each pipeline stage (grid.stage_layers)
+  std::vector<int> stage_layers;  ///< transformer layers of each (virtual) pipeline stage (grid.stage_layers)
+  int virtual_stages = 1;         ///< model chunks per pipeline rank (grid.virtual_stages, interleaved)
   int accumulation = 1;           ///< micro-batches per step and dp rank: global = micro · dp · accumulation
   bool sequence_parallel = false; ///< grid.sequence_parallel (in effect with tp > 1)
   bool cuda = false;              ///< train.device resolved (auto: a CUDA build that sees a GPU)
@@ -35,9 +36,10 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device = tr
 /// For `gridtrain predict`, which weighs layouts without running them.
 std::vector<std::string> layout_problems(const Config& c, const GridShape& shape);
 
-/// Stage `stage` of a pipeline with these layers per stage: its first layer and layer count, on
-/// tp (or, planning without a grid, tp_size ranks), the sequence split over them or not.
-ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, Axis* tp, int tp_size,
+/// Stage `stage` of a pipeline with these layers per virtual stage (stages · chunks of them):
+/// its chunks' layers (chunk c: virtual stage c·stages + stage), on tp (or, planning without a
+/// grid, tp_size ranks), the sequence split over them or not.
+ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, int chunks, Axis* tp, int tp_size,
                          bool sequence_parallel = false);
 
 /// This rank's part of the model on grid: its tp axis, its stage and that stage's layers.
