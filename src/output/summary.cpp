@@ -10,6 +10,7 @@
 #endif
 
 #include "gridtrain/output/rank_stats.hpp"
+#include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/files.hpp"
 #include "gridtrain/util/memory.hpp"
 
@@ -127,6 +128,23 @@ void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& g
             "\n");
 }
 
+// The pipeline's bubble: the PP comm section's share of the pipeline phase (Data + Compute + PP
+// comm, averaged over ranks) against the schedule's (p − 1)/(v·m + p − 1).
+void print_pipeline(const Config& c, const Breakdown& b, int micro_batch, Grid& grid, Log& log) {
+  const GridShape& g = grid.shape();
+  if (g.pp < 2) return;
+  auto avg = [&](Section s) { return b.rows[static_cast<std::size_t>(s)].avg_s; };
+  const double phase = avg(Section::Data) + avg(Section::Compute) + avg(Section::PpComm);
+  const int m = static_cast<int>(c.train.global_batch / (static_cast<long long>(micro_batch) * g.dp));
+  const int v = c.train.schedule == PipelineSchedule::Interleaved ? c.grid.virtual_stages : 1;
+  const double ratio = bubble_ratio(g.pp, m, v);
+  log.print("\nPipeline: " + std::string(name_of(c.train.schedule)) +
+            (v > 1 ? ", " + std::to_string(v) + " chunks per rank" : "") + ", " + std::to_string(m) +
+            " micro-batches over " + std::to_string(g.pp) + " stages; bubble (PP comm / (Data + Compute + PP comm)) " +
+            fmt("%.3f", phase > 0 ? avg(Section::PpComm) / phase : 0.0) + " measured, " +
+            fmt("%.3f", ratio / (1.0 + ratio)) + " by the schedule's (p - 1)/(v·m + p - 1)\n");
+}
+
 void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
   const StateBytes& s = counters.state;
   double v[5] = {s.params, s.params_peak, s.grads, s.grads_peak, s.optimizer};
@@ -181,6 +199,7 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
   const auto bytes = bytes_per_step(counters, static_cast<long long>(run.losses.size()), grid);
   print_exchange(counters, bytes, reducer, grid, log);
+  print_pipeline(c, b, guard.micro_batch(), grid, log);
   print_stability(c, checkpointer, guard, log);
   print_memory(counters, grid, log);
   const std::string per = "/" + counters.item;
