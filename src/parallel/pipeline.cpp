@@ -72,7 +72,8 @@ double bubble_ratio(int stages, int micro_batches, int chunks) {
 std::vector<int> stage_layers(const std::vector<int>& given, int n_layer, int stages) {
   if (stages > n_layer)
     throw std::invalid_argument(std::to_string(stages) + " pipeline stages for " + std::to_string(n_layer) +
-                                " layers; valid: grid.pp <= model.n_layer");
+                                " layers; valid: at most model.n_layer stages (grid.pp, times grid.virtual_stages with "
+                                "the interleaved schedule)");
   if (given.empty()) {
     std::vector<int> layers;
     for (int s = 0; s < stages; ++s) layers.push_back(n_layer / stages + (s < n_layer % stages ? 1 : 0));
