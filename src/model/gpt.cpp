@@ -155,7 +155,7 @@ torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
   const auto pos = region.positions(idx.size(0), idx.size(1), offset, idx.options());  // (T,), or with SP (B, T/t)
   gather(kWte);
   gather(kWpe);
-  auto x = release(kWpe, lm::embed(idx, wte_->weight, region) + torch::embedding(region.replicated(wpe_->weight), pos));  // (B, T, C)
+  auto x = release(kWpe, lm::embed(idx, wte_->weight, region) + torch::embedding(region.replicated(wpe_->weight), pos));  // (B, T, C); SP (B, T/t, C)
   return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 

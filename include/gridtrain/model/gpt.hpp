@@ -45,10 +45,10 @@ class GptPlan : public LanguageModelPlan {
   int units() const override { return static_cast<int>(layers()) + 3; }  // blocks, wte, wpe, ln_f
 
  protected:
-  /// b·T·C·(10 + 24/t) bytes at 2-byte activations and the scores' b·T·C·2·H·T/(C·t)
-  /// (Korthikanti et al. 2022, §4.2, tensor parallel without sequence parallelism; of the scores'
-  /// 5 a s² b the softmax output, there being no dropout; the rest counted with its dropout
-  /// masks, an upper bound), scaled to elem_bytes.
+  /// b·T·C·(10 + 24/t) bytes at 2-byte activations (with sequence parallelism 10/t + 24/t) and
+  /// the scores' b·T·C·2·H·T/(C·t) (Korthikanti et al. 2022, §4.2; of the scores' 5 a s² b the
+  /// softmax output, there being no dropout; the rest counted with its dropout masks, an upper
+  /// bound), scaled to elem_bytes.
   LayerActivations layer_activations(int micro_batch, int elem_bytes) const override;
 
  private:

@@ -49,8 +49,9 @@ class LlamaPlan : public LanguageModelPlan {
   int units() const override { return static_cast<int>(layers()) + 2; }  // embedding, blocks, norm + head
 
  protected:
-  /// b·T·C·(12 + (4 + 4·Hkv/H + 8·F/C + 2 with sdpa)/t) bytes at 2-byte activations, counted as
-  /// Korthikanti et al. 2022 §4.2 count the GPT's: replicated, the block input and of each
+  /// b·T·C·(12 + (4 + 4·Hkv/H + 8·F/C + 2 with sdpa)/t) bytes at 2-byte activations (with
+  /// sequence parallelism the 12 also /t), counted as Korthikanti et al. 2022 §4.2 count the
+  /// GPT's: replicated (or split by sequence parallelism), the block input and of each
   /// RMSNorm the normalized input and the output; split by tp, q, k, v, o_proj's input, with
   /// sdpa its own output too, and the SwiGLU's gate, up, silu(gate) and product; and the
   /// scores' (the softmax output's) b·T·C·2·H·T/(C·t) for math attention.
