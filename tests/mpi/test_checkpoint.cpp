@@ -41,6 +41,24 @@ TEST_CASE("resume is bit-exact, inside the warmup and at its end", "[np2]") {
   }
 }
 
+TEST_CASE("resume is bit-exact with the interleaved schedule and with sequence parallelism", "[np4]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("resume-interleaved-" + family);
+  check_resume([&](int steps) {
+    Config c = tiny(dir, steps, 8);
+    c.model.n_layer = 4;
+    c.model.n_head = 4;
+    c = as_family(c, family);
+    c.grid.tp = c.grid.pp = 2;
+    c.grid.sequence_parallel = true;
+    c.train.schedule = PipelineSchedule::Interleaved;
+    c.grid.virtual_stages = 2;
+    c.checkpoint.dir = dir + "/ckpt";
+    return c;
+  }, 3, 6);
+}
+
 TEST_CASE("resume with 1-bit Adam after its freeze is bit-exact (error feedback restored)", "[np2]") {
   const auto dir = shared_dir("resume-onebit");
   check_resume([&](int steps) {
