@@ -145,12 +145,13 @@ TEST_CASE("interleaved 1F1B with 2 chunks per rank at (1, 2, 4) with sequence pa
                 {{1, 2, 4, 0, Recompute::None, true, 2}, {2, 1, 4, 3, Recompute::Full, false, 2}});
 }
 
-TEST_CASE("interleaved 1F1B at (1, 1, 4), (2, 1, 2) with ZeRO 1 and 3, and (1, 2, 2) with 3 uneven chunks per rank "
+TEST_CASE("interleaved 1F1B at (1, 1, 4), (2, 1, 2) with ZeRO 1, 2 and 3, and (1, 2, 2) with 3 uneven chunks per rank "
           "computes the one-rank run", "[np4]") {
   const auto family = GENERATE(from_range(kLanguageModels));
   check_layouts(family, "interleaved",
                 {{1, 1, 4, 0, Recompute::None, false, 2}, {2, 1, 2, 1, Recompute::None, false, 2},
-                 {2, 1, 2, 3, Recompute::None, false, 2}, {1, 2, 2, 0, Recompute::None, false, 3}});
+                 {2, 1, 2, 2, Recompute::None, false, 2}, {2, 1, 2, 3, Recompute::None, false, 2},
+                 {1, 2, 2, 0, Recompute::None, false, 3}});
 }
 
 TEST_CASE("interleaved 1F1B at (1, 1, 2) with 2 and 4 chunks per rank computes the one-rank run", "[np2]") {
