@@ -16,7 +16,7 @@ void Trainer::describe_setup() const {
                                                           " chunks per rank, interleaved)" : "stage";
   const std::string layers = "; layers per " + per + " " + show_key(cfg_, "grid.stage_layers") + " = " +
                              comma_list(plan_.stage_layers);
-  const char* sp = plan_.sequence_parallel && plan_.shape.tp > 1 ? ", sequence parallel over tp" : "";
+  const char* sp = plan_.sequence_parallel ? ", sequence parallel over tp" : "";
   log_.print(grid_->describe() + sp + ", device " + device_.str() + (plan_.shape.pp > 1 ? layers : "") + "\n");
   log_.print("Model: " + model_->describe() + ", " + fmt("%.4g", m.flops_per_item()) + " FLOPs/" + m.item() + " (" +
              m.flops_formula() + "); parameters per rank " +

@@ -90,7 +90,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, recompute %s, %d micro-batch(es) "
                 "in flight on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
-                name_of(cfg.model.type), g.dp, g.tp, plan.sequence_parallel && g.tp > 1 ? ", sequence parallel" : "",
+                name_of(cfg.model.type), g.dp, g.tp, plan.sequence_parallel ? ", sequence parallel" : "",
                 g.pp, cfg.train.micro_batch, M, schedule.c_str(),
                 name_of(cfg.precision.type), name_of(cfg.optim.type), name_of(cfg.train.recompute),
                 in_flight_micro_batches(cfg.train.schedule, 0, g.pp, M, plan.virtual_stages),

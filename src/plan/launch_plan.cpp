@@ -1,6 +1,5 @@
 #include "gridtrain/plan/launch_plan.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -30,13 +29,13 @@ void check_schedule(const Config& c, LaunchPlan& plan, Problems& out) {
   if (interleaved && plan.shape.pp < 2)
     out.push_back("train.schedule = interleaved interleaves model chunks over pipeline ranks, but grid.pp = " +
                   std::to_string(plan.shape.pp) + "; valid: grid.pp >= 2, or train.schedule = 1f1b");
-  if (interleaved) plan.virtual_stages = std::max(1, c.grid.virtual_stages);
+  if (interleaved) plan.virtual_stages = c.grid.virtual_stages;
 }
 
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
   for (auto& p : model_layout_problems(c, s.tp, s.pp)) out.push_back(std::move(p));
-  plan.sequence_parallel = c.grid.sequence_parallel;
+  plan.sequence_parallel = c.grid.sequence_parallel && s.tp > 1;  // one tp rank: nothing to split
   check_schedule(c, plan, out);
   try {  // interleaved: one count per virtual stage
     plan.stage_layers = stage_layers(c.grid.stage_layers, model_layers(c), s.pp * plan.virtual_stages);
@@ -44,7 +43,7 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
     const std::string v = plan.virtual_stages > 1 ? " (over grid.pp * grid.virtual_stages virtual stages)" : "";
     out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + v + ": " + e.what());
   }
-  if (c.grid.sequence_parallel && s.tp > 1 && c.model.block_size % s.tp != 0)
+  if (plan.sequence_parallel && c.model.block_size % s.tp != 0)
     out.push_back("grid.sequence_parallel = true splits the sequence over grid.tp = " + std::to_string(s.tp) +
                   ", but model.block_size = " + std::to_string(c.model.block_size) + " is not divisible by it; "
                   "valid: a block_size that is a multiple of grid.tp, or grid.sequence_parallel = false");
