@@ -23,15 +23,12 @@ torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x, const TpReg
 
 using lm::ends_with;
 
-// Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
-std::int64_t split(std::int64_t n, const TpRegion& region) { return region.tp ? n / region.tp->size() : n; }
-
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GptShape& s, const TpRegion& region)
-    : region_(region), n_head_(split(s.n_head, region)), fused_(s.fused_attention), recompute_(s.recompute) {
-  c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * split(s.n_embd, region)));
-  c_proj_ = register_module("c_proj", torch::nn::Linear(split(s.n_embd, region), s.n_embd));
+    : region_(region), n_head_(region.local(s.n_head)), fused_(s.fused_attention), recompute_(s.recompute) {
+  c_attn_ = register_module("c_attn", torch::nn::Linear(s.n_embd, 3 * region.local(s.n_embd)));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(region.local(s.n_embd), s.n_embd));
 }
 
 namespace {
@@ -57,8 +54,8 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, const lm::Cac
 }
 
 Mlp::Mlp(const GptShape& s, const TpRegion& region) : region_(region) {
-  c_fc_ = register_module("c_fc", torch::nn::Linear(s.n_embd, split(4 * s.n_embd, region)));
-  c_proj_ = register_module("c_proj", torch::nn::Linear(split(4 * s.n_embd, region), s.n_embd));
+  c_fc_ = register_module("c_fc", torch::nn::Linear(s.n_embd, region.local(4 * s.n_embd)));
+  c_proj_ = register_module("c_proj", torch::nn::Linear(region.local(4 * s.n_embd), s.n_embd));
 }
 
 torch::Tensor Mlp::forward(const torch::Tensor& x) {
@@ -128,10 +125,6 @@ ShardSpec GptPlan::shard(const std::string& name) const {
     return {{C}};
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
-
-namespace {
-enum Unit : int { kWte = 0, kWpe = 1, kBlocks = 2 };  // then ln_f after the blocks
-}  // namespace
 
 std::vector<std::string> Gpt::tied_parameters() const {
   if (first_stage() || last_stage()) return {"wte.weight"};

@@ -11,8 +11,6 @@ namespace {
 
 using lm::ends_with;
 
-// Local sizes: the column-parallel outputs and the row-parallel inputs are 1/tp of the full.
-std::int64_t split(std::int64_t n, const TpRegion& region) { return region.tp ? n / region.tp->size() : n; }
 
 torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
@@ -50,8 +48,8 @@ torch::Tensor RmsNorm::forward(const torch::Tensor& x) {
 
 LlamaAttention::LlamaAttention(const LlamaShape& s, const TpRegion& region)
     : region_(region),
-      n_head_(split(s.n_head, region)),
-      n_kv_head_(split(s.n_kv_head, region)),
+      n_head_(region.local(s.n_head)),
+      n_kv_head_(region.local(s.n_kv_head)),
       head_dim_(s.head_dim()),
       fused_(s.fused_attention),
       recompute_(s.recompute) {
@@ -74,9 +72,9 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, 
 }
 
 LlamaMlp::LlamaMlp(const LlamaShape& s, const TpRegion& region) : region_(region) {
-  gate_proj_ = register_module("gate_proj", linear(s.n_embd, split(s.ffn_hidden, region)));
-  up_proj_ = register_module("up_proj", linear(s.n_embd, split(s.ffn_hidden, region)));
-  down_proj_ = register_module("down_proj", linear(split(s.ffn_hidden, region), s.n_embd));
+  gate_proj_ = register_module("gate_proj", linear(s.n_embd, region.local(s.ffn_hidden)));
+  up_proj_ = register_module("up_proj", linear(s.n_embd, region.local(s.ffn_hidden)));
+  down_proj_ = register_module("down_proj", linear(region.local(s.ffn_hidden), s.n_embd));
 }
 
 torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
@@ -169,10 +167,6 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) 
     lm_head_ = register_module("lm_head", linear(s.n_embd, rows));
   }
 }
-
-namespace {
-enum Unit : int { kEmbed = 0, kBlocks = 1 };  // then model.norm and lm_head after the blocks
-}  // namespace
 
 std::vector<std::string> Llama::tied_parameters() const {
   if (shape().tie_embeddings && (first_stage() || last_stage())) return {"model.embed_tokens.weight"};

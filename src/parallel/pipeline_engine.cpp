@@ -38,7 +38,7 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
   };
   // A message's tag names the pass that receives it: its micro-batch, chunk and direction (with
   // chunks, both directions can come from the same peer).
-  auto tag = [M](bool forward, int m, int chunk) { return 2 * (chunk * M + m) + (forward ? 0 : 1); };
+  auto tag = [M](bool forward_pass, int m, int chunk) { return 2 * (chunk * M + m) + (forward_pass ? 0 : 1); };
   // The neighbouring virtual stages: chunk c's next is on rank r + 1, or from the last rank
   // chunk c + 1 on rank 0; its previous on rank r − 1, or from rank 0 chunk c − 1 on the last.
   const int next = (r + 1) % p, prev = (r + p - 1) % p;

@@ -109,6 +109,7 @@ class Gpt : public LanguageModel {
   const GptShape& shape() const { return plan_.shape(); }
 
  private:
+  static constexpr int kWte = 0, kWpe = 1, kBlocks = 2;  // units (unit_of); ln_f after the blocks
   torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C) (SP: (B, T/t, C))
   // The blocks of `chunk`: (B, T, C) -> (B, T, C) (SP: (B, T/t, C)).
   torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr, int chunk = 0);

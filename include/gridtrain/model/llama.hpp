@@ -133,6 +133,7 @@ class Llama : public LanguageModel {
   const LlamaShape& shape() const { return plan_.shape(); }
 
  private:
+  static constexpr int kEmbed = 0, kBlocks = 1;  // units (unit_of); model.norm and lm_head after the blocks
   torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr, int chunk = 0);  // chunk's blocks: (B, T, C) -> (B, T, C)
   const LanguageModelPlan& language_plan() const override { return plan_; }
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;

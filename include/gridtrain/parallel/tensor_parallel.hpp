@@ -36,6 +36,9 @@ struct TpRegion {
   bool sequence_parallel = false;  ///< ignored without tp (or with one tp rank)
 
   bool sp() const { return tp && tp->size() > 1 && sequence_parallel; }
+  /// This rank's part of a width split over tp (column-parallel outputs, row-parallel inputs,
+  /// heads): n / tp, or n without tp.
+  std::int64_t local(std::int64_t n) const { return tp ? n / tp->size() : n; }
   /// Column-parallel linears sharing the input x: each x·Wᵢᵀ + bᵢ, (B, T, Nᵢ), Wᵢ (Nᵢ, C) this
   /// rank's rows, biases empty or one per weight. x is (B, T, C), whole on every rank; with SP
   /// this rank's tokens (B, T/t, C), all-gathered, and only they are kept for backward (gathered
