@@ -6,6 +6,7 @@
 #include "gridtrain/plan/peak.hpp"
 #include "gridtrain/app/run_directory.hpp"
 #include "gridtrain/app/trainer.hpp"
+#include "gridtrain/precision/matmul.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/signals.hpp"
 #include "gridtrain/util/threads.hpp"
@@ -36,6 +37,8 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   const ThreadPlan threads = plan_threads(world);
   apply_threads(threads.threads);
   log.print("Threads: " + std::to_string(threads.threads) + " per rank (" + threads.source + ")\n");
+  set_matmul_backend(cfg.model.matmul);
+  log.print(std::string("Linear layers' fp32 CPU matmuls: ") + name_of(matmul_backend()) + "\n");
   const BlasInfo blas = detect_blas();
   log.print("BLAS: " + (blas.library.empty() ? std::string("unknown") : blas.library) + "\n");
   // Only a measured slow sgemm is a problem: a LibTorch with MKL inside ignores the system BLAS.

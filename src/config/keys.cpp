@@ -231,6 +231,11 @@ std::vector<Key> model_keys() {
                "causal self-attention kernel: sdpa (at::scaled_dot_product_attention: flash / memory-efficient "
                "kernels on CUDA, the fused kernel on CPU), math (matmul, mask, softmax, matmul: keeps "
                "(B, H, T, T) scores), auto = sdpa"),
+      enum_key("model.matmul", GT_REF(model.matmul),
+               "library of the linear layers' fp32 matmuls on the CPU (forward and backward): onednn (oneDNN "
+               "inside LibTorch, kernels chosen by instruction set: AVX-512 on any x86 CPU that has it), blas "
+               "(at::addmm, MKL's sgemm, as PyTorch eager's nn.Linear; MKL runs its AVX2 path on AMD CPUs), "
+               "auto = onednn where LibTorch has it. CUDA and autocast's bf16/fp16 are unaffected"),
       channels_key(),
       int_key<int>("model.n_kv_head", GT_REF(model.n_kv_head),
                    "llama: key/value heads of grouped-query attention (Ainslie et al. 2023), dividing n_head; "

@@ -7,6 +7,7 @@
 #include "gridtrain/model/gelu.hpp"
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
+#include "gridtrain/precision/matmul.hpp"
 
 namespace gridtrain {
 namespace {
@@ -36,8 +37,8 @@ namespace {
 // The row-parallel output projection: partial sums over this rank's input features, reduced
 // (with sequence parallelism reduce-scattered), then the bias once.
 torch::Tensor row_parallel(torch::nn::Linear& proj, const torch::Tensor& y, const TpRegion& region) {
-  if (!region.tp) return proj->forward(y);
-  return region.row(torch::nn::functional::linear(y, proj->weight)) + region.replicated(proj->bias);
+  if (!region.tp) return dense(y, proj->weight, proj->bias);
+  return region.row(dense(y, proj->weight)) + region.replicated(proj->bias);
 }
 
 }  // namespace
@@ -186,7 +187,7 @@ torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
   check_context(idx, cache);
   const auto offset = cache ? cache->length : 0;
   auto x = run_blocks(embed(idx, offset), cache);
-  return torch::nn::functional::linear(ln_f_->forward(x), wte_->weight).to(torch::kFloat);
+  return dense(ln_f_->forward(x), wte_->weight).to(torch::kFloat);
 }
 
 GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_bytes) const {

@@ -6,6 +6,7 @@
 
 #include "gridtrain/model/recompute.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
+#include "gridtrain/precision/matmul.hpp"
 #include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
@@ -104,7 +105,7 @@ torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, con
   const auto rows = weight.size(0);
   Axis* tp = region.tp;
   if (!tp) {
-    auto logits = torch::nn::functional::linear(x, weight).view({-1, rows}).to(torch::kFloat);
+    auto logits = dense(x, weight).view({-1, rows}).to(torch::kFloat);
     return torch::nn::functional::cross_entropy(
         logits, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   }

@@ -5,6 +5,7 @@
 
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
+#include "gridtrain/precision/matmul.hpp"
 
 namespace gridtrain {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 using lm::ends_with;
 
 
-torch::nn::Linear linear(std::int64_t in, std::int64_t out) {
+torch::nn::Linear bias_free(std::int64_t in, std::int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
@@ -53,10 +54,10 @@ LlamaAttention::LlamaAttention(const LlamaShape& s, const TpRegion& region)
       head_dim_(s.head_dim()),
       fused_(s.fused_attention),
       recompute_(s.recompute) {
-  q_proj_ = register_module("q_proj", linear(s.n_embd, n_head_ * head_dim_));
-  k_proj_ = register_module("k_proj", linear(s.n_embd, n_kv_head_ * head_dim_));
-  v_proj_ = register_module("v_proj", linear(s.n_embd, n_kv_head_ * head_dim_));
-  o_proj_ = register_module("o_proj", linear(n_head_ * head_dim_, s.n_embd));
+  q_proj_ = register_module("q_proj", bias_free(s.n_embd, n_head_ * head_dim_));
+  k_proj_ = register_module("k_proj", bias_free(s.n_embd, n_kv_head_ * head_dim_));
+  v_proj_ = register_module("v_proj", bias_free(s.n_embd, n_kv_head_ * head_dim_));
+  o_proj_ = register_module("o_proj", bias_free(n_head_ * head_dim_, s.n_embd));
 }
 
 torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
@@ -68,18 +69,18 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, 
   auto v = heads(qkv[2], n_kv_head_);
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
   auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
-  return region_.row(o_proj_->forward(y));  // row-parallel: partial sums over this rank's heads
+  return region_.row(dense(y, o_proj_->weight));  // row-parallel: partial sums over this rank's heads
 }
 
 LlamaMlp::LlamaMlp(const LlamaShape& s, const TpRegion& region) : region_(region) {
-  gate_proj_ = register_module("gate_proj", linear(s.n_embd, region.local(s.ffn_hidden)));
-  up_proj_ = register_module("up_proj", linear(s.n_embd, region.local(s.ffn_hidden)));
-  down_proj_ = register_module("down_proj", linear(region.local(s.ffn_hidden), s.n_embd));
+  gate_proj_ = register_module("gate_proj", bias_free(s.n_embd, region.local(s.ffn_hidden)));
+  up_proj_ = register_module("up_proj", bias_free(s.n_embd, region.local(s.ffn_hidden)));
+  down_proj_ = register_module("down_proj", bias_free(region.local(s.ffn_hidden), s.n_embd));
 }
 
 torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
   const auto in = region_.column(x, {gate_proj_->weight, up_proj_->weight});  // 2 × (B, T, F/tp)
-  return region_.row(down_proj_->forward(torch::silu(in[0]) * in[1]));
+  return region_.row(dense(torch::silu(in[0]) * in[1], down_proj_->weight));
 }
 
 LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region) {
@@ -164,7 +165,7 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) 
   norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, plan_.region()));
   if (!s.tie_embeddings) {
     const auto rows = local_shape(shard("lm_head.weight"), plan_.tp_size())[0];
-    lm_head_ = register_module("lm_head", linear(s.n_embd, rows));
+    lm_head_ = register_module("lm_head", bias_free(s.n_embd, rows));
   }
 }
 
@@ -228,7 +229,7 @@ torch::Tensor Llama::logits(const torch::Tensor& idx, KvCache* cache) {
     throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
   check_context(idx, cache);
   auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, {}), cache);
-  return torch::nn::functional::linear(norm_->forward(x), head_weight()).to(torch::kFloat);
+  return dense(norm_->forward(x), head_weight()).to(torch::kFloat);
 }
 
 void Llama::initialize(std::uint64_t seed) {

@@ -5,6 +5,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "gridtrain/precision/matmul.hpp"
+
 namespace gridtrain {
 namespace {
 
@@ -93,8 +95,7 @@ struct SequenceParallelLinears : torch::autograd::Function<SequenceParallelLinea
     const auto full = all_gather_sequence(x.to(dtype), axis_of(ctx));                 // (B, T, C)
     variable_list out;
     for (std::int64_t i = 0; i < linears; ++i)
-      out.push_back(torch::nn::functional::linear(full, all[1 + i].to(dtype),
-                                                  biased ? all[1 + linears + i].to(dtype) : torch::Tensor()));
+      out.push_back(dense(full, all[1 + i].to(dtype), biased ? all[1 + linears + i].to(dtype) : torch::Tensor()));
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
@@ -110,9 +111,9 @@ struct SequenceParallelLinears : torch::autograd::Function<SequenceParallelLinea
       if (!g[i].defined()) continue;
       const auto& w = saved[1 + i];
       const auto gi = g[i].to(dtype).flatten(0, 1);  // (B·T, Nᵢ)
-      const auto part = gi.mm(w.to(dtype));
+      const auto part = gemm(gi, w.to(dtype));
       dx = dx.defined() ? dx + part : part;
-      weights[i] = gi.t().mm(full).to(w.scalar_type());
+      weights[i] = gemm(gi.t(), full).to(w.scalar_type());
       if (biased) biases[i] = gi.sum(0).to(w.scalar_type());
     }
     full.reset();  // before the reduce-scatter: one whole-sequence tensor fewer at the peak
@@ -177,7 +178,7 @@ std::vector<torch::Tensor> TpRegion::column(const torch::Tensor& x, const std::v
   const auto in = tp && tp->size() > 1 ? CopyToTp::apply(x, handle(*tp)) : x;  // f
   auto bias = [&](std::size_t i) { return biases.empty() ? torch::Tensor() : biases[i]; };
   std::vector<torch::Tensor> out;
-  for (std::size_t i = 0; i < weights.size(); ++i) out.push_back(torch::nn::functional::linear(in, weights[i], bias(i)));
+  for (std::size_t i = 0; i < weights.size(); ++i) out.push_back(dense(in, weights[i], bias(i)));
   return out;
 }
 

@@ -18,6 +18,7 @@ namespace gridtrain {
 // value; name_of(e) gives one back for messages and the effective-config echo.
 enum class ModelType { Gpt, Cnn, Llama };
 enum class Attention { Auto, Sdpa, Math };
+enum class Matmul { Auto, OneDnn, Blas };
 enum class OptimizerType { AdamW, Sgd, OnebitAdam };
 enum class LrDecay { Cosine, Linear, Constant };
 enum class LrScaling { None, Linear };
@@ -34,6 +35,7 @@ enum class TimerMode { Wall, Sync };
 
 constexpr auto enum_names(ModelType) { return std::array{"gpt", "cnn", "llama"}; }
 constexpr auto enum_names(Attention) { return std::array{"auto", "sdpa", "math"}; }
+constexpr auto enum_names(Matmul) { return std::array{"auto", "onednn", "blas"}; }
 constexpr auto enum_names(OptimizerType) { return std::array{"adamw", "sgd", "onebit_adam"}; }
 constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "constant"}; }
 constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
@@ -77,6 +79,7 @@ struct Config {
     int block_size = 128;  ///< context length T, tokens
     int vocab_size = 0;    ///< 0 = take it from the dataset's vocab_size attribute
     Attention attention = Attention::Auto;  ///< auto: sdpa where the LibTorch has it (>= 2.0)
+    Matmul matmul = Matmul::Auto;  ///< fp32 CPU linears' library (precision/matmul.hpp); auto: onednn where present
     std::vector<int> channels = {32, 64};  ///< cnn: output channels per stage
     int n_kv_head = 0;         ///< llama: key/value heads (grouped-query attention); 0 = n_head
     int ffn_hidden = 0;        ///< llama: SwiGLU width F; 0 = Llama's rule from multiple_of

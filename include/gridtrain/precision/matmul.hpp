@@ -1,0 +1,31 @@
+// The linear layers' matmuls on the CPU, by oneDNN or by the BLAS (model.matmul).
+//
+// Why: PyTorch eager's nn.Linear runs fp32 on the CPU through at::addmm, that is MKL's sgemm,
+// and MKL picks its kernels by CPU vendor: on an AMD EPYC with AVX-512 it runs its AVX2 path.
+// oneDNN, inside the same LibTorch, picks by instruction set, and its fp32 matmul ran the GPT's
+// shapes 2.0-2.5× faster there (docs/performance.md). Both compute in fp32 with fp32
+// accumulation (not TF32, not bf16): results differ from MKL's in rounding only.
+#pragma once
+#include <torch/types.h>
+
+#include "gridtrain/config/config.hpp"
+
+namespace gridtrain {
+
+/// The library for fp32 CPU linears from now on in this process: auto = oneDNN where this
+/// LibTorch has it (at::hasMKLDNN()). Set once at setup, before any model runs.
+void set_matmul_backend(Matmul backend);
+/// The library in effect: Matmul::OneDnn or Matmul::Blas (never Auto).
+Matmul matmul_backend();
+
+/// y = x Wᵀ + b, differentiable: x (..., K), weight (N, K), bias (N,) or undefined → (..., N).
+/// fp32 CPU tensors outside autocast go to the chosen library for the forward and for the
+/// backward's dX = dY W and dW = dYᵀ X; anything else (CUDA, bf16/fp16 under autocast) is
+/// torch::nn::functional::linear.
+torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
+
+/// a · b for 2-D a (M, K) and b (K, N), any strides (transposed views included), by the same
+/// rule; not differentiable (for custom backward passes and the matmul probe).
+torch::Tensor gemm(const torch::Tensor& a, const torch::Tensor& b);
+
+}  // namespace gridtrain

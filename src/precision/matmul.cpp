@@ -1,0 +1,94 @@
+#include "gridtrain/precision/matmul.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
+#include <torch/autograd.h>
+#include <torch/nn/functional/linear.h>
+
+namespace at::native {
+// oneDNN's matmul: result = beta · result + alpha · (mat1 · mat2), fp32 in and out with fp32
+// accumulation; strided (transposed) operands are read in place. libtorch_cpu exports it (its
+// header, ATen/native/mkldnn/Matmul.h, is not among the installed ones); a LibTorch without it
+// fails to link, not at run time.
+extern TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& result, float beta,
+                             float alpha);
+}  // namespace at::native
+
+namespace gridtrain {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+Matmul resolve(Matmul backend) {
+  return backend == Matmul::Auto ? (at::hasMKLDNN() ? Matmul::OneDnn : Matmul::Blas) : backend;
+}
+
+Matmul g_backend = resolve(Matmul::Auto);  // what a process that never sets it (a test, a bench) gets
+
+bool onednn(const torch::Tensor& a, const torch::Tensor& b) {
+  return g_backend == Matmul::OneDnn && a.device().is_cpu() && a.scalar_type() == torch::kFloat &&
+         b.scalar_type() == torch::kFloat && a.numel() > 0 && b.numel() > 0 &&
+         !at::autocast::is_autocast_enabled(at::kCPU);
+}
+
+// out = a · b (2-D, fp32 CPU) by oneDNN; out holds the bias rows when accumulate.
+torch::Tensor onednn_into(torch::Tensor out, const torch::Tensor& a, const torch::Tensor& b, bool accumulate) {
+  at::native::mkldnn_matmul(a, b, out, accumulate ? 1.0f : 0.0f, 1.0f);
+  return out;
+}
+
+// A linear whose three matmuls run in oneDNN: all = {x, W} or {x, W, b} (an undefined tensor may
+// not be an autograd input). x is saved flattened to (M, K), as ATen's linear saves its input.
+struct OneDnnLinear : torch::autograd::Function<OneDnnLinear> {
+  static torch::Tensor forward(AutogradContext* ctx, at::TensorList all) {
+    const auto &x = all[0], &weight = all[1];
+    const bool biased = all.size() == 3;
+    const auto x2 = x.reshape({-1, x.size(-1)});  // (M, K)
+    const auto M = x2.size(0), N = weight.size(0);
+    // A new buffer even at M = 1, where the bias expanded to (1, N) counts as contiguous and
+    // .contiguous() would hand back the parameter itself to accumulate into.
+    auto y = torch::empty({M, N}, x.options());
+    if (biased) y.copy_(all[2]);
+    onednn_into(y, x2, weight.t(), biased);
+    ctx->save_for_backward({x2, weight});
+    ctx->saved_data["biased"] = biased;
+    auto shape = x.sizes().vec();
+    shape.back() = N;
+    return y.view(shape);  // (..., N)
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x2 = saved[0], &weight = saved[1];
+    const auto dy = g[0].reshape({-1, weight.size(0)});  // (M, N)
+    variable_list grads(ctx->saved_data["biased"].toBool() ? 3 : 2);
+    if (ctx->needs_input_grad(0)) {
+      auto shape = g[0].sizes().vec();
+      shape.back() = weight.size(1);
+      grads[0] = onednn_into(torch::empty({dy.size(0), weight.size(1)}, dy.options()), dy, weight, false).view(shape);
+    }
+    if (ctx->needs_input_grad(1)) grads[1] = onednn_into(torch::empty_like(weight), dy.t(), x2, false);  // (N, K)
+    if (grads.size() == 3 && ctx->needs_input_grad(2)) grads[2] = dy.sum(0);
+    return grads;
+  }
+};
+
+}  // namespace
+
+void set_matmul_backend(Matmul backend) { g_backend = resolve(backend); }
+
+Matmul matmul_backend() { return g_backend; }
+
+torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (!onednn(x, weight) || (bias.defined() && bias.scalar_type() != torch::kFloat))
+    return torch::nn::functional::linear(x, weight, bias);
+  const auto all = bias.defined() ? variable_list{x, weight, bias} : variable_list{x, weight};
+  return OneDnnLinear::apply(at::TensorList(all));  // a TensorList, which autograd records as inputs
+}
+
+torch::Tensor gemm(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!onednn(a, b)) return a.mm(b);
+  return onednn_into(torch::empty({a.size(0), b.size(1)}, a.options()), a, b, false);
+}
+
+}  // namespace gridtrain
