@@ -12,7 +12,6 @@ namespace {
 
 using lm::ends_with;
 
-
 torch::nn::Linear bias_free(std::int64_t in, std::int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
