@@ -11,6 +11,7 @@
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/plan/peak.hpp"
+#include "gridtrain/precision/matmul.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
@@ -215,6 +216,7 @@ std::string csv(const std::vector<Prediction>& ps) {
 int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& log) {
   Config cfg = deck;
   if (r.recompute) cfg.train.recompute = Recompute::Full;
+  set_matmul_backend(cfg.model.matmul);  // --device cpu probes the matmul the deck would run
   std::vector<std::string> bad;  // every problem of the request, before any work
   if (r.ranks < 1) bad.push_back("--ranks " + std::to_string(r.ranks) + ": valid: an integer >= 1");
   const auto& L = r.layout;
