@@ -34,8 +34,6 @@ std::map<std::string, torch::Tensor> weights(Trainer& t) {
   return w;
 }
 
-double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
-
 // Every rank alone: the reference run, then the layout's checkpoint loaded onto one rank.
 void check_against_one_rank(const Config& layout_cfg, const RunResult& got, const Config& one_cfg) {
   Log quiet(false);

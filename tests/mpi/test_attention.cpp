@@ -13,6 +13,7 @@
 #include "gridtrain/util/error.hpp"
 
 using namespace gridtrain;
+using test::rel;
 
 namespace {
 
@@ -21,10 +22,6 @@ Config attention_config(Attention a, const std::string& family = "gpt") {
   c.model.n_layer = 2, c.model.n_head = 4, c.model.n_embd = 32, c.model.block_size = 16;
   c.model.attention = a;
   return test::as_family(c, family);
-}
-
-double rel(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).norm() / b.norm().clamp_min(1e-30)).item<double>();
 }
 
 // Loss (last stage: from ids (B, T) or activations (B, T, C)) and gradients of parameters and

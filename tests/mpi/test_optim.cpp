@@ -5,9 +5,11 @@
 
 #include <cmath>
 
+#include "../support/training.hpp"
 #include "gridtrain/optim/adamw.hpp"
 
 using namespace gridtrain;
+using test::rel;
 
 namespace {
 
@@ -33,10 +35,6 @@ std::vector<torch::Tensor> run(AdamKernels kernels, int steps) {
     opt.step(1e-2 * t);  // a changing LR, as a schedule gives
   }
   return {params[0].param.clone(), params[1].param.clone()};
-}
-
-double rel(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a.to(torch::kDouble) - b).norm() / b.norm()).item<double>();
 }
 
 }  // namespace

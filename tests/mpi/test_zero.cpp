@@ -24,8 +24,6 @@ Config zero_config(const std::string& dir, int steps, int stage, const std::stri
   return c;
 }
 
-double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
-
 RunResult run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD) {
   Log quiet(false);
   return Trainer(c, comm, quiet, 1.0).run();

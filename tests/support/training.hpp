@@ -1,6 +1,8 @@
 // Small training runs for MPI tests: a shared scratch corpus, a tiny GPT config, and bitwise
 // comparison of model + optimizer state.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +31,13 @@ Config tiny_cnn(const std::string& dir, int steps, int global_batch);
 /// Copies of every parameter, batch-norm statistic and optimizer state tensor.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
+/// |a − b| / |b| (b's magnitude floored at 1e-30).
+inline double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+/// ‖a − b‖ / ‖b‖ in Frobenius norm, computed in float64 (‖b‖ floored at 1e-30).
+inline double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto d = b.to(torch::kDouble);
+  return ((a.to(torch::kDouble) - d).norm() / d.norm().clamp_min(1e-30)).item<double>();
+}
 /// Checks that two runs have the same loss and gradient norm at every step, within `tolerance`
 /// relative.
 void check_same_run(const RunResult& got, const RunResult& want, double tolerance = 1e-6);
