@@ -10,8 +10,8 @@ namespace at::native {
 // accumulation; strided (transposed) operands are read in place. libtorch_cpu exports it (its
 // header, ATen/native/mkldnn/Matmul.h, is not among the installed ones); a LibTorch without it
 // fails to link, not at run time.
-extern TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& result, float beta,
-                             float alpha);
+extern TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& result,
+                                    float beta, float alpha);
 }  // namespace at::native
 
 namespace gridtrain {
@@ -36,6 +36,11 @@ bool onednn(const torch::Tensor& a, const torch::Tensor& b) {
 torch::Tensor onednn_into(torch::Tensor out, const torch::Tensor& a, const torch::Tensor& b, bool accumulate) {
   at::native::mkldnn_matmul(a, b, out, accumulate ? 1.0f : 0.0f, 1.0f);
   return out;
+}
+
+// a · b (2-D, fp32 CPU) by oneDNN, into a new (M, N) tensor.
+torch::Tensor onednn_mm(const torch::Tensor& a, const torch::Tensor& b) {
+  return onednn_into(torch::empty({a.size(0), b.size(1)}, a.options()), a, b, false);
 }
 
 // A linear whose three matmuls run in oneDNN: all = {x, W} or {x, W, b} (an undefined tensor may
@@ -65,9 +70,9 @@ struct OneDnnLinear : torch::autograd::Function<OneDnnLinear> {
     if (ctx->needs_input_grad(0)) {
       auto shape = g[0].sizes().vec();
       shape.back() = weight.size(1);
-      grads[0] = onednn_into(torch::empty({dy.size(0), weight.size(1)}, dy.options()), dy, weight, false).view(shape);
+      grads[0] = onednn_mm(dy, weight).view(shape);
     }
-    if (ctx->needs_input_grad(1)) grads[1] = onednn_into(torch::empty_like(weight), dy.t(), x2, false);  // (N, K)
+    if (ctx->needs_input_grad(1)) grads[1] = onednn_mm(dy.t(), x2);  // (N, K)
     if (grads.size() == 3 && ctx->needs_input_grad(2)) grads[2] = dy.sum(0);
     return grads;
   }
@@ -87,8 +92,7 @@ torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const t
 }
 
 torch::Tensor gemm(const torch::Tensor& a, const torch::Tensor& b) {
-  if (!onednn(a, b)) return a.mm(b);
-  return onednn_into(torch::empty({a.size(0), b.size(1)}, a.options()), a, b, false);
+  return onednn(a, b) ? onednn_mm(a, b) : a.mm(b);
 }
 
 }  // namespace gridtrain
