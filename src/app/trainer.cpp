@@ -45,9 +45,17 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     start_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
+    publish_masters();
   } else if (cfg_.checkpoint.init_from != "none") {
     checkpointer_->load_weights(cfg_.checkpoint.init_from, *model_, *optimizer_);
+    publish_masters();
   }
+}
+
+void Trainer::publish_masters() {
+  if (!masters_) return;
+  masters_->publish();
+  parameters().all_gather();  // ZeRO stages 1-2: every rank's pieces to every rank
 }
 
 Trainer::~Trainer() = default;
@@ -68,6 +76,11 @@ void Trainer::build_model() {
   model_ = make_model(cfg_, samples_->shape(), model_layout(plan_, *grid_));
   model_->initialize(cfg_.train.seed);  // on the host, so that every device starts from the same bits
   model_->to(device_);
+  std::vector<torch::Tensor> initial;  // precision.weights = bf16 | fp16: the fp32 weights the masters start from
+  if (cfg_.precision.weights != PrecisionType::Fp32) {
+    for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
+    model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
+  }
   std::vector<torch::Tensor> replica;
   for (auto& [name, t] : model_->replica_state()) replica.push_back(t);  // updated in place: held once
   replica_ = std::make_unique<ReplicaState>(std::move(replica), grid_->dp());
@@ -96,14 +109,19 @@ void Trainer::build_model() {
     for (std::size_t i = 0; i < named.size(); ++i)
       named[i] = {named[i].name, pieces[i].param, named[i].param.sizes().vec(), pieces[i].offset};
   }
-  if (dp_->zero_stage() == 3) {
-    model_->set_parameter_gather(&parameters());
-    checkpointer_->use_parameter_pieces(named);  // saved and loaded as the shards they are
+  if (dp_->zero_stage() == 3) model_->set_parameter_gather(&parameters());
+  if (!initial.empty()) {  // the optimizer updates fp32 masters of the pieces, the weights of record
+    masters_ = std::make_unique<MasterWeights>(std::move(named), initial);
+    named = masters_->masters();
   }
+  // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
+  // nothing is gathered.
+  if (dp_->zero_stage() == 3 || masters_) checkpointer_->use_parameter_pieces(named);
   optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
   const ModelPlan& plan = model_->plan();
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
-                                             [&plan](int rows) { return plan.activation_shape(rows); }, device_,
+                                             [&plan](int rows) { return plan.activation_shape(rows); },
+                                             masters_ ? compute_dtype(cfg_.precision.weights) : torch::kFloat, device_,
                                              model_->first_stage(), model_->last_stage(), !tied_.empty(), timer_);
   std::vector<const Axis*> pp{&grid_->pp()};
   if (const Axis* pair = engine_->tied_axis()) pp.push_back(pair);
@@ -183,8 +201,10 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::DpComm);
   if (v.action == Verdict::Action::Update) {
     const SyncCheck no_sync(cfg_.debug.sync_check);
-    if (v.grad_factor != 1.0) reducer.scale(v.grad_factor);  // unscale and clip in one pass
+    if (masters_) masters_->load_gradients(v.grad_factor);  // unscaled and clipped in fp32
+    else if (v.grad_factor != 1.0) reducer.scale(v.grad_factor);  // unscale and clip in one pass
     optimizer_->step(lr);
+    if (masters_) masters_->publish();
     parameters().all_gather();  // ZeRO stages 1-2: every rank's updated shard to every rank
     replica_->average();
   } else {

@@ -27,7 +27,9 @@ void Trainer::describe_setup() const {
              std::to_string(plan_.accumulation) + " " + m.samples() + "; " +
              std::to_string(dp_->reducer().bucket_count()) + " gradient bucket(s)\n");
   log_.print("LR: peak " + fmt("%.4g", lr_schedule_.peak()) + ", lr(0) = " + fmt("%.4g", lr_schedule_(0)) + "\n");
-  log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, fp32 weights and optimizer state" +
+  const std::string weights = masters_ ? std::string(name_of(cfg_.precision.weights)) + " weights and gradients, fp32 "
+                                         "master weights and optimizer state" : "fp32 weights and optimizer state";
+  log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, " + weights +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
   if (cfg_.train.recompute == Recompute::Selective && fused_attention(cfg_))
     log_.warn(std::string("train.recompute = selective with sdpa attention (model.attention = ") + name_of(cfg_.model.attention) +
@@ -43,6 +45,7 @@ StateBytes Trainer::state_bytes() {
   b.grads_peak = static_cast<double>(dp_->reducer().gradient_peak_bytes());
   for (const auto& st : optimizer_->state()) b.optimizer += static_cast<double>(st.param.nbytes());
   for (const auto& [name, t] : optimizer_->rank_state()) b.optimizer += static_cast<double>(t.nbytes());
+  if (masters_) b.optimizer += static_cast<double>(masters_->bytes());  // sharded with the optimizer state
   return b;
 }
 

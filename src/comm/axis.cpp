@@ -1,6 +1,7 @@
 #include "gridtrain/comm/axis.hpp"
 
 #include "gridtrain/comm/device_comm.hpp"
+#include "gridtrain/comm/half.hpp"
 #include "gridtrain/util/timer.hpp"
 
 #include <sched.h>
@@ -22,7 +23,35 @@ int checked_count(std::size_t n, const std::string& what) {
   return static_cast<int>(n);
 }
 
+// MPI has no 2-byte floating sum: user-defined ops over MPI_UINT16_T bit patterns.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  sum_bf16(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), static_cast<std::size_t>(*len));
+}
+
+void fp16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  sum_fp16(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), static_cast<std::size_t>(*len));
+}
+
+// The MPI datatype and sum of `type`; the user-defined ops are created once, on first use (after
+// MPI_Init), and live until MPI_Finalize.
+std::pair<MPI_Datatype, MPI_Op> mpi_sum(Element type) {
+  auto create = [](MPI_User_function* f) {
+    MPI_Op op = MPI_OP_NULL;
+    MPI_Op_create(f, /*commute=*/1, &op);
+    return op;
+  };
+  static const MPI_Op bf16 = create(bf16_sum), fp16 = create(fp16_sum);
+  switch (type) {
+    case Element::BF16: return {MPI_UINT16_T, bf16};
+    case Element::F16: return {MPI_UINT16_T, fp16};
+    case Element::F32: break;
+  }
+  return {MPI_FLOAT, MPI_SUM};
+}
+
 }  // namespace
+
+std::size_t bytes_of(Element e) { return e == Element::F32 ? 4 : 2; }
 
 Work::Work(Work&& o) noexcept
     : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), pending_(std::move(o.pending_)), what_(std::move(o.what_)),
@@ -115,11 +144,12 @@ Work Axis::issue(const char* op, const std::string& label, Mpi&& mpi, Device&& d
   return Work(req, std::move(what), timeout_s_, &wait_s_);
 }
 
-Work Axis::allreduce_sum(float* data, std::size_t n, const std::string& label) {
-  bytes_ += ring_share(2 * n * sizeof(float));
+Work Axis::allreduce_sum(void* data, std::size_t n, Element type, const std::string& label) {
+  bytes_ += ring_share(2 * n * bytes_of(type));
   return issue("allreduce", label, [&](const std::string& what, MPI_Request* req) {
-    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
-  }, [&](DeviceComm& d) { return d.allreduce_sum(data, n); });
+    const auto [datatype, sum] = mpi_sum(type);
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(n, what), datatype, sum, comm_, req);
+  }, [&](DeviceComm& d) { return d.allreduce_sum(data, n, type); });
 }
 
 Work Axis::allreduce_max(float* data, std::size_t n, const std::string& label) {
@@ -129,11 +159,12 @@ Work Axis::allreduce_max(float* data, std::size_t n, const std::string& label) {
   }, [&](DeviceComm& d) { return d.allreduce_max(data, n); });
 }
 
-Work Axis::reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label) {
-  bytes_ += ring_share(size_ * n * sizeof(float));
+Work Axis::reduce_scatter_sum(const void* in, void* out, std::size_t n, Element type, const std::string& label) {
+  bytes_ += ring_share(size_ * n * bytes_of(type));
   return issue("reduce-scatter", label, [&](const std::string& what, MPI_Request* req) {
-    MPI_Ireduce_scatter_block(in, out, checked_count(n, what), MPI_FLOAT, MPI_SUM, comm_, req);
-  }, [&](DeviceComm& d) { return d.reduce_scatter_sum(in, out, n); });
+    const auto [datatype, sum] = mpi_sum(type);
+    MPI_Ireduce_scatter_block(in, out, checked_count(n, what), datatype, sum, comm_, req);
+  }, [&](DeviceComm& d) { return d.reduce_scatter_sum(in, out, n, type); });
 }
 
 Work Axis::all_gather(const void* in, void* out, std::size_t bytes, const std::string& label) {

@@ -1,5 +1,7 @@
 #include "gridtrain/comm/compressor.hpp"
 
+#include "gridtrain/comm/half.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -8,34 +10,9 @@
 namespace gridtrain {
 namespace {
 
-// The kernels, cloned for x86-64-v3 (AVX2, FMA, F16C) so that the loops run 8 lanes wide where
-// the CPU has it.
+// The 1-bit kernels, cloned for x86-64-v3 (AVX2, FMA) so that the loops run 8 lanes wide where
+// the CPU has it (the 2-byte conversions are comm/half.hpp's).
 #define GT_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-
-GT_VECTOR_CLONES void to_fp16(const float* x, std::size_t n, _Float16* h) {
-  for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<_Float16>(x[i]);
-}
-
-GT_VECTOR_CLONES void from_fp16(const _Float16* h, std::size_t n, float* out) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(h[i]);
-}
-
-// bfloat16: the top 16 bits of the fp32 pattern, rounded to nearest even (NaN stays NaN).
-GT_VECTOR_CLONES void to_bf16(const float* x, std::size_t n, std::uint16_t* h) {
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-    h[i] = static_cast<std::uint16_t>(nan ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-}
-
-GT_VECTOR_CLONES void from_bf16(const std::uint16_t* h, std::size_t n, float* out) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t u = static_cast<std::uint32_t>(h[i]) << 16;
-    std::memcpy(out + i, &u, 4);
-  }
-}
 
 // r ← r + x; returns ||r||₂² (fp64 accumulation).
 GT_VECTOR_CLONES double add_and_square(const float* x, std::size_t n, float* r) {
@@ -72,10 +49,10 @@ class Fp16 : public Compressor {
   std::string name() const override { return "fp16"; }
   std::size_t compressed_bytes(std::size_t n) const override { return 2 * n; }
   void compress(const float* x, std::size_t n, float*, unsigned char* out) const override {
-    to_fp16(x, n, reinterpret_cast<_Float16*>(out));
+    to_fp16(x, n, reinterpret_cast<std::uint16_t*>(out));
   }
   void decompress(const unsigned char* in, std::size_t n, float* out) const override {
-    from_fp16(reinterpret_cast<const _Float16*>(in), n, out);
+    from_fp16(reinterpret_cast<const std::uint16_t*>(in), n, out);
   }
 };
 

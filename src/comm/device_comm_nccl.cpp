@@ -16,6 +16,15 @@ void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
 }
 
+ncclDataType_t nccl_type(Element e) {
+  switch (e) {
+    case Element::BF16: return ncclBfloat16;
+    case Element::F16: return ncclFloat16;
+    case Element::F32: break;
+  }
+  return ncclFloat32;
+}
+
 // Waits for the operation's end event; then orders the compute stream after it.
 class NcclPending : public Work::Pending {
  public:
@@ -69,14 +78,14 @@ class NcclComm : public DeviceComm {
     cudaEventDestroy(ready_);
   }
 
-  Op allreduce_sum(float* data, std::size_t n) override {
-    return run(kCollective, [&](const Lane& l) { return ncclAllReduce(data, data, n, ncclFloat32, ncclSum, l.comm, l.stream); });
+  Op allreduce_sum(void* data, std::size_t n, Element type) override {
+    return run(kCollective, [&](const Lane& l) { return ncclAllReduce(data, data, n, nccl_type(type), ncclSum, l.comm, l.stream); });
   }
   Op allreduce_max(float* data, std::size_t n) override {
     return run(kCollective, [&](const Lane& l) { return ncclAllReduce(data, data, n, ncclFloat32, ncclMax, l.comm, l.stream); });
   }
-  Op reduce_scatter_sum(const float* in, float* out, std::size_t n) override {
-    return run(kCollective, [&](const Lane& l) { return ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, l.comm, l.stream); });
+  Op reduce_scatter_sum(const void* in, void* out, std::size_t n, Element type) override {
+    return run(kCollective, [&](const Lane& l) { return ncclReduceScatter(in, out, n, nccl_type(type), ncclSum, l.comm, l.stream); });
   }
   Op all_gather(const void* in, void* out, std::size_t bytes) override {
     return run(kCollective, [&](const Lane& l) { return ncclAllGather(in, out, bytes, ncclUint8, l.comm, l.stream); });

@@ -129,6 +129,19 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.precision.type == PrecisionType::Fp16 && c.train.device == DeviceKind::Cpu)
     errors.push_back("precision.type = fp16 needs CUDA (CPU autocast computes in bf16); use precision.type = bf16 "
                      "on the CPU");
+  if (c.precision.weights != PrecisionType::Fp32) {
+    const std::string weights = std::string("precision.weights = ") + name_of(c.precision.weights);
+    if (c.precision.type != c.precision.weights)
+      errors.push_back(weights + " runs the forward in " + name_of(c.precision.weights) + ", but precision.type = " +
+                       name_of(c.precision.type) + "; valid: precision.type = " + name_of(c.precision.weights) +
+                       ", or precision.weights = fp32");
+    if (c.comm.compression != Compression::None)
+      errors.push_back(weights + " exchanges 2-byte gradients already; comm.compression = " +
+                       name_of(c.comm.compression) + " would compress them again; set comm.compression = none");
+    if (c.model.type == ModelType::Cnn)
+      errors.push_back(weights + " is for the transformers (gpt, llama); model.type = cnn keeps fp32 weights beside "
+                       "its fp32 batch-norm statistics; valid: precision.weights = fp32");
+  }
   if (c.precision.min_scale > c.precision.init_scale)
     errors.push_back("precision.min_scale = " + std::to_string(c.precision.min_scale) + " is above precision.init_scale = " +
                      std::to_string(c.precision.init_scale) + "; valid: min_scale <= init_scale");

@@ -348,8 +348,13 @@ std::vector<Key> train_keys() {
 std::vector<Key> precision_keys() {
   return {
       enum_key("precision.type", GT_REF(precision.type),
-               "compute precision under autocast; weights, optimizer state and the loss stay fp32. fp16 needs "
-               "CUDA"),
+               "compute precision under autocast; the optimizer state and the loss stay fp32, the weights are "
+               "precision.weights. fp16 needs CUDA"),
+      enum_key("precision.weights", GT_REF(precision.weights),
+               "dtype of the parameters and gradients. fp32; or bf16 | fp16: 2 bytes each (gradients exchanged in 2 "
+               "bytes), with fp32 master weights kept by the optimizer beside its state and sharded with it at "
+               "optim.zero_stage >= 1, so that AdamW holds 2 + 2 + 12 bytes per parameter (Rajbhandari et al. 2020); "
+               "checkpoints store the fp32 master. Needs precision.type = the same dtype"),
       enum_key("precision.loss_scaling", GT_REF(precision.loss_scaling),
                "dynamic loss scaling; auto = dynamic for fp16, none otherwise"),
       real_key("precision.init_scale", GT_REF(precision.init_scale), "initial loss scale", 0.0, true, 3.4e38),

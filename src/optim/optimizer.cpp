@@ -19,9 +19,21 @@ double optimizer_state_bytes_per_param(OptimizerType type) {
   return 8.0;  // exp_avg, exp_avg_sq
 }
 
-std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type, int dp) {
-  return {4 * psi / (stage >= 3 ? dp : 1), 4 * psi / (stage >= 2 ? dp : 1),
-          optimizer_state_bytes_per_param(type) * psi / (stage >= 1 ? dp : 1)};
+int weight_bytes(PrecisionType weights) { return weights == PrecisionType::Fp32 ? 4 : 2; }
+
+std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type, PrecisionType weights, int dp) {
+  const double w = weight_bytes(weights);
+  const double k = optimizer_state_bytes_per_param(type) + (w == 4 ? 0.0 : 4.0);  // 2-byte weights: + the fp32 master
+  return {w * psi / (stage >= 3 ? dp : 1), w * psi / (stage >= 2 ? dp : 1), k * psi / (stage >= 1 ? dp : 1)};
+}
+
+std::string state_accounting(OptimizerType type, PrecisionType weights) {
+  const int w = weight_bytes(weights);
+  const int k = static_cast<int>(optimizer_state_bytes_per_param(type)) + (w == 4 ? 0 : 4);
+  const std::string bytes = ": " + std::to_string(w) + " + " + std::to_string(w) + " + " + std::to_string(k) +
+                            " bytes per parameter (Rajbhandari et al. 2020)";
+  if (w == 4) return "fp32 weights and gradients, optimizer state" + bytes;
+  return std::string(name_of(weights)) + " weights and gradients, fp32 master weights with the optimizer state" + bytes;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedParameter> params, Axis& dp) {

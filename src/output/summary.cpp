@@ -56,7 +56,7 @@ void print_exchange(const RunCounters& counters, const std::array<double, 3>& by
                  describe(static_cast<GradExchange>(k));
     log.print("\nGradient exchange (dp, avg over ranks): " + fmt("%.3f", s[0] / dp.size()) + " s in flight, " +
               fmt("%.3f", s[1] / dp.size()) + " s exposed; " + kinds + "; " +
-              std::to_string(reducer.bucket_count()) + " buckets" +
+              std::to_string(reducer.bucket_count()) + " buckets of " + reducer.gradient_dtype() + " gradients" +
               (reducer.zero_stage() > 0
                    ? "; ZeRO stage " + std::to_string(reducer.zero_stage()) +
                          ": reduce-scatter in place of the allreduce, " +

@@ -7,10 +7,10 @@
 namespace gridtrain {
 
 BucketLayout::BucketLayout(const std::vector<std::int64_t>& numels, double bucket_mb, const std::vector<int>& unit_of,
-                           int shards, bool units_required)
+                           int shards, bool units_required, std::size_t element_bytes)
     : shards_(shards), numel_(numels), bucket_of_(numels.size()), offset_(numels.size()) {
   auto unit = [&](std::size_t i) { return i < unit_of.size() ? unit_of[i] : -1; };
-  const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+  const auto cap = static_cast<std::int64_t>(bucket_mb * 1024.0 * 1024.0 / static_cast<double>(element_bytes));
   // Group in reverse registration order: backward produces the last layers' gradients first.
   std::int64_t filled = 0;
   for (std::size_t i = numels.size(); i-- > 0;) {

@@ -23,7 +23,7 @@ DataParallel::DataParallel(std::vector<torch::Tensor> params, Axis& dp, double b
                            Compression compression, const ZeroOptions& zero)
     : params_(std::move(params)), dp_(dp), stage_(stage_in_effect(zero, dp, compression)),
       layout_(std::make_shared<const BucketLayout>(numels(params_), bucket_mb, zero.unit_of, stage_ > 0 ? dp.size() : 1,
-                                                   stage_ == 3)),
+                                                   stage_ == 3, params_.at(0).element_size())),
       parameters_(params_, layout_, dp, stage_, zero.prefetch),
       reducer_(params_, layout_, dp, overlap, compression, stage_, &parameters_) {
   parameters_.connect(reducer_);
@@ -45,7 +45,10 @@ std::vector<ShardPiece> DataParallel::shard_pieces() const {
 
 torch::Tensor DataParallel::gradient_sq(const std::vector<std::size_t>& counted, torch::Device device) const {
   std::vector<torch::Tensor> norms;  // fp32 kernels with blocked accumulation, combined in fp64
-  for (const auto i : counted) norms.push_back(reducer_.reduced_gradient(i).norm());
+  for (const auto i : counted) {
+    const auto g = reducer_.reduced_gradient(i);  // 2-byte gradients: accumulated and returned in fp32
+    norms.push_back(g.scalar_type() == torch::kFloat ? g.norm() : torch::linalg_vector_norm(g, 2, {}, false, torch::kFloat));
+  }
   auto sq = norms.empty() ? torch::zeros({}, torch::TensorOptions(torch::kDouble).device(device))
                           : torch::stack(norms).to(torch::kDouble).square().sum();
   return stage_ > 0 ? sq * dp_.size() : sq;

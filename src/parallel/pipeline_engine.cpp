@@ -2,14 +2,17 @@
 
 #include <vector>
 
+#include "gridtrain/parallel/element.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 
 namespace gridtrain {
 
 PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
-                               torch::Device device, bool first_stage, bool last_stage, bool tied, Timer& timer)
-    : grid_(grid), schedule_(schedule), chunks_(chunks), activation_shape_(std::move(activation_shape)), device_(device),
-      first_(first_stage), last_(last_stage), timer_(timer) {
+                               torch::ScalarType activation_dtype, torch::Device device, bool first_stage,
+                               bool last_stage, bool tied, Timer& timer)
+    : grid_(grid), schedule_(schedule), chunks_(chunks), activation_shape_(std::move(activation_shape)),
+      activations_(torch::TensorOptions(activation_dtype).device(device)), first_(first_stage), last_(last_stage),
+      timer_(timer) {
   Axis& pp = grid.pp();
   if (pp.size() == 1) return;
   const bool ends = tied && (first_stage || last_stage);
@@ -17,7 +20,7 @@ PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks
 }
 
 torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* what) {
-  auto t = torch::empty(activation_shape_(rows), torch::TensorOptions(torch::kFloat).device(device_));  // (B, T, C)
+  auto t = torch::empty(activation_shape_(rows), activations_);  // (B, T, C)
   timer_.stamp(Section::Compute);
   grid_.pp().recv(t.data_ptr(), t.nbytes(), peer, tag, what).wait();
   timer_.stamp(Section::PpComm);
@@ -33,7 +36,7 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
   std::vector<torch::Tensor> inputs(M * v), outputs(M * v), losses(M * v), in_flight;
   std::vector<Work> sends;
   auto send = [&](const torch::Tensor& t, int peer, int tag) {
-    in_flight.push_back(t.detach().to(torch::kFloat).contiguous());
+    in_flight.push_back(t.detach().to(activations_.dtype()).contiguous());
     sends.push_back(pp.send(in_flight.back().data_ptr(), in_flight.back().nbytes(), peer, tag, "micro-batch"));
   };
   // A message's tag names the pass that receives it: its micro-batch, chunk and direction (with
@@ -57,7 +60,7 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
         losses[i] = forward(inputs[i], mb.second, c) / (items * M);
         loss_sum = loss_sum.defined() ? loss_sum + losses[i].detach() : losses[i].detach();
       } else {
-        outputs[i] = forward(inputs[i], {}, c);
+        outputs[i] = forward(inputs[i], {}, c).to(activations_.dtype());  // its gradient comes back in that dtype
         send(outputs[i], next, tag(true, m, r == p - 1 ? c + 1 : c));
       }
     } else {
@@ -90,14 +93,14 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
       torch::Tensor x;  // the input, or (n, T, C) activations
       if (begins) x = mb.first;
       else {
-        x = torch::empty(activation_shape_(n), torch::TensorOptions(torch::kFloat).device(device_));
+        x = torch::empty(activation_shape_(n), activations_);
         pp.recv(x.data_ptr(), x.nbytes(), (r + p - 1) % p, c, "validation").wait();
       }
       if (ends) {
         const auto s = forward(x, mb.second, c).to(torch::kDouble).cpu();
         if (!padding) sums = sums.defined() ? sums + s : s;
       } else {
-        auto h = forward(x, {}, c).to(torch::kFloat).contiguous();
+        auto h = forward(x, {}, c).to(activations_.dtype()).contiguous();
         pp.send(h.data_ptr(), h.nbytes(), (r + 1) % p, r == p - 1 ? c + 1 : c, "validation").wait();
       }
     }
@@ -109,7 +112,7 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
 void PipelineEngine::sum_tied_gradients(const std::vector<torch::Tensor>& grads) {
   if (!tied_) return;
   for (const auto& g : grads)
-    tied_->allreduce_sum(g.data_ptr<float>(), static_cast<std::size_t>(g.numel()), "tied embedding gradient").wait();
+    tied_->allreduce_sum(g.data_ptr(), static_cast<std::size_t>(g.numel()), element_of(g), "tied embedding gradient").wait();
 }
 
 }  // namespace gridtrain

@@ -5,6 +5,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 
+#include "gridtrain/parallel/element.hpp"
+
 namespace gridtrain {
 namespace {
 
@@ -26,7 +28,7 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 
 const char* describe(GradExchange e) {
   static constexpr std::array<const char*, static_cast<std::size_t>(GradExchange::kCount)> names = {
-      "fp32 allreduce overlapped with backward", "fp32 allreduce after backward",
+      "allreduce overlapped with backward", "allreduce after backward",
       "compressed exchange after backward", "local (the optimizer exchanged its state)"};
   return names[static_cast<std::size_t>(e)];
 }
@@ -122,11 +124,11 @@ void Reducer::start(std::size_t bucket) {
     // MPI forbids an output inside the input, so stage 1 receives its shard aside (copied in finish).
     if (zero_stage_ == 1) received_[bucket] = torch::empty_like(shards_[bucket]);
     auto& out = zero_stage_ == 1 ? received_[bucket] : shards_[bucket];
-    work_[bucket] = dp_.reduce_scatter_sum(b.data_ptr<float>(), out.data_ptr<float>(),
-                                           static_cast<std::size_t>(layout_->shard_size(bucket)), label);
+    work_[bucket] = dp_.reduce_scatter_sum(b.data_ptr(), out.data_ptr(), static_cast<std::size_t>(layout_->shard_size(bucket)),
+                                           element_of(b), label);
     note_peak();
   } else
-    work_[bucket] = dp_.allreduce_sum(b.data_ptr<float>(), static_cast<std::size_t>(b.numel()), label);
+    work_[bucket] = dp_.allreduce_sum(b.data_ptr(), static_cast<std::size_t>(b.numel()), element_of(b), label);
 }
 
 void Reducer::finish() {
@@ -157,6 +159,14 @@ void Reducer::finish() {
 
 void Reducer::scale(double factor) {
   for (auto& b : zero_stage_ > 0 ? shards_ : buckets_) b.mul_(factor);
+}
+
+const char* Reducer::gradient_dtype() const {
+  switch (params_.front().scalar_type()) {
+    case torch::kBFloat16: return "bf16";
+    case torch::kHalf: return "fp16";
+    default: return "fp32";
+  }
 }
 
 torch::Tensor Reducer::reduced_gradient(std::size_t i) const {

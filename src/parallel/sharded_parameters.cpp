@@ -56,7 +56,7 @@ void ShardedParameters::all_gather() {
   if (stage_ == 0 || stage_ == 3) return;
   std::vector<Work> gathers;
   for (std::size_t b = 0; b < flat_.size(); ++b) {
-    const auto bytes = static_cast<std::size_t>(layout_->shard_size(b)) * sizeof(float);
+    const auto bytes = static_cast<std::size_t>(layout_->shard_size(b)) * flat_[b].element_size();
     auto* flat = static_cast<char*>(flat_[b].data_ptr());
     gathers.push_back(dp_.all_gather(flat + dp_.rank() * bytes, flat, bytes, "parameter bucket " + std::to_string(b)));
   }
@@ -66,7 +66,7 @@ void ShardedParameters::all_gather() {
 void ShardedParameters::start_gather(std::size_t b) {
   allocate_storage(flat_[b]);
   gathers_[b] = dp_.all_gather(shards_[b].data_ptr(), flat_[b].data_ptr(),
-                               static_cast<std::size_t>(layout_->shard_size(b)) * sizeof(float),
+                               static_cast<std::size_t>(layout_->shard_size(b)) * flat_[b].element_size(),
                                "parameter unit " + std::to_string(b));
   held_[b] = Held::InFlight;
   note_peak();

@@ -19,26 +19,25 @@ namespace gridtrain {
 namespace {
 
 // The ZeRO formula (zero_state_bytes) for every stage next to each other, for rank 0's Ψ.
-std::string zero_table(int stage, double psi, OptimizerType type, int dp) {
-  const double k = optimizer_state_bytes_per_param(type);
-  char line[256];
+std::string zero_table(int stage, double psi, OptimizerType type, PrecisionType weights, int dp) {
+  char line[512];
   std::snprintf(line, sizeof line,
-                "ZeRO over dp = %d (Rajbhandari et al. 2020: Ψ = %.0f parameters on rank 0, K = %.0f optimizer "
-                "bytes per parameter), MiB per rank:\n%6s %9s %9s %9s %9s\n",
-                dp, psi, k, "zero", "params", "grads", "optim", "sum");
+                "ZeRO over dp = %d (Ψ = %.0f parameters on rank 0; accounting: %s), MiB per rank:\n"
+                "%6s %9s %9s %9s %9s\n",
+                dp, psi, state_accounting(type, weights).c_str(), "zero", "params", "grads", "optim", "sum");
   std::string text = line;
   const double mib = 1024.0 * 1024.0;
   for (int s = 0; s <= 3; ++s) {
-    const auto b = zero_state_bytes(s, psi, type, dp);
+    const auto b = zero_state_bytes(s, psi, type, weights, dp);
     std::snprintf(line, sizeof line, "%6d %9.3f %9.3f %9.3f %9.3f%s\n", s, b[0] / mib, b[1] / mib, b[2] / mib,
                   (b[0] + b[1] + b[2]) / mib,
                   s == stage ? "   <- optim.zero_stage" : "");
     text += line;
   }
   if (stage > 0)  // stage 2 frees the buckets only after the exchange
-    text += "The per-rank estimate counts gridtrain's peaks: at stages 1-2 gradients 4Ψ + 4Ψ/dp (whole buckets "
-            "fill during backward, and the reduced shard is kept); at stage 3 two units (layers) whole beside "
-            "the shards, for parameters and for gradients (the one in use and the next).\n";
+    text += "The per-rank estimate counts gridtrain's peaks: at stages 1-2 gradients G + G/dp (whole buckets fill "
+            "during backward, and the reduced shard is kept; G = the grads column at stage 0); at stage 3 two units "
+            "(layers) whole beside the shards, for parameters and for gradients (the one in use and the next).\n";
   return text;
 }
 
@@ -61,16 +60,19 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const int elem = cfg.precision.type == PrecisionType::Fp32 ? 4 : 2;
   const int in_flight = in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, M, plan.virtual_stages);
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
-  const double optim = optimizer_state_bytes_per_param(cfg.optim.type) * n;
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
-  const double two_units = 2 * 4 * n / model->units();  // stage 3: the one in use and the next
+  const auto state = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1);  // unsharded
+  const double w = state[0], two_units = 2 * w / model->units();  // stage 3: the one in use and the next
+  const bool casts = elem == 2 && cfg.precision.weights == PrecisionType::Fp32;  // autocast's 2-byte weight copies
   double row[kColumns] = {n,
-                          (zero == 3 ? 4 * n / g.dp + two_units : 4 * n) / mib,
-                          (zero == 3 ? 4 * n / g.dp + two_units : 4 * n + (zero > 0 ? 4 * n / g.dp : 0.0)) / mib,
-                          optim / (zero > 0 ? g.dp : 1) / mib,
-                          elem == 2 ? 2 * n / mib : 0.0,  // autocast's low-precision copies of the weights
+                          (zero == 3 ? w / g.dp + two_units : w) / mib,
+                          (zero == 3 ? state[1] / g.dp + two_units : state[1] + (zero > 0 ? state[1] / g.dp : 0.0)) / mib,
+                          state[2] / (zero > 0 ? g.dp : 1) / mib,
+                          casts ? 2 * n / mib : 0.0,
                           model->activation_bytes(cfg.train.micro_batch, elem, in_flight) / mib,
-                          cfg.checkpoint.enabled() ? (4 * n + optim) / mib : 0.0,
+                          // the host copy of the fp32 weights (the masters) and the optimizer state
+                          cfg.checkpoint.enabled() ? (4 * n + optimizer_state_bytes_per_param(cfg.optim.type) * n) / mib
+                                                   : 0.0,
                           0.0};
   for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
   // Rank 0 prints one line per stage (its dp = 0, tp = 0 rank) and the maximum over all ranks.
@@ -86,13 +88,14 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "Dry run: %s, grid %d (dp) x %d (tp%s) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
-                "precision %s, optimizer %s\n"
+                "precision %s (weights %s), optimizer %s\n"
                 "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, recompute %s, %d micro-batch(es) "
                 "in flight on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
                 name_of(cfg.model.type), g.dp, g.tp, plan.sequence_parallel ? ", sequence parallel" : "",
                 g.pp, cfg.train.micro_batch, M, schedule.c_str(),
-                name_of(cfg.precision.type), name_of(cfg.optim.type), name_of(cfg.train.recompute),
+                name_of(cfg.precision.type), name_of(cfg.precision.weights), name_of(cfg.optim.type),
+                name_of(cfg.train.recompute),
                 in_flight_micro_batches(cfg.train.schedule, 0, g.pp, M, plan.virtual_stages),
                 "stage", "parameters",
                 "params", "grads", "optim", "casts", "activations", "snapshot", "total");
@@ -112,7 +115,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)%s\n", g.size(),
                 worst, flops, flops / g.size(), model->flops_formula(),
                 redone > 0 ? fmt(", plus %.4g recomputed", redone).c_str() : "");
-  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, g.dp) : ""));
+  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : ""));
   return 0;
 }
 

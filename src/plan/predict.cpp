@@ -124,11 +124,13 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   p.mfu = model_flops / N / p.step_s / m.peak_flops;
   p.tflops_per_rank = flops / N / p.step_s / 1e12;
 
-  // Memory: model state as ZeRO shards it, autocast copies, activations in flight on stage 0.
-  const auto zero = zero_state_bytes(l.zero, psi, c.optim.type, l.dp);
-  const double state = zero[0] + zero[1] + zero[2] + (act == 2 ? 2.0 * psi : 0.0);
+  // Memory: model state as ZeRO shards it, autocast's copies of fp32 weights, activations in
+  // flight on stage 0.
+  const auto zero = zero_state_bytes(l.zero, psi, c.optim.type, c.precision.weights, l.dp);
+  p.state_bytes = zero[0] + zero[1] + zero[2];
+  const bool casts = act == 2 && c.precision.weights == PrecisionType::Fp32;
   const int in_flight = in_flight_micro_batches(run.train.schedule, 0, l.pp, p.micro_batches, v);
-  p.memory_bytes = state + first->activation_bytes(b, act, in_flight);
+  p.memory_bytes = p.state_bytes + (casts ? 2.0 * psi : 0.0) + first->activation_bytes(b, act, in_flight);
   if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) p.infeasible = "out of memory";
   return p;
 }
@@ -155,16 +157,17 @@ std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int
 
 std::string format_predictions(const std::vector<Prediction>& ps, const char* item) {
   char line[256];
-  std::snprintf(line, sizeof line, "%4s %4s %4s %4s %6s %10s %9s %9s %9s %9s %9s %11s %6s %8s %8s  %s\n", "dp", "tp",
-                "pp", "zero", "m", "step ms", "compute", "bubble", "tp", "pp", "dp", (std::string(item) + "s/s").c_str(),
-                "MFU%", "TF/rank", "mem GiB", "");
+  std::snprintf(line, sizeof line, "%4s %4s %4s %4s %6s %10s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "dp",
+                "tp", "pp", "zero", "m", "step ms", "compute", "bubble", "tp", "pp", "dp",
+                (std::string(item) + "s/s").c_str(), "MFU%", "TF/rank", "state GB", "mem GiB", "");
   std::string out = line;
   for (const auto& p : ps) {
     const auto& l = p.layout;
-    std::snprintf(line, sizeof line, "%4d %4d %4d %4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.3g  %s\n",
-                  l.dp, l.tp, l.pp, l.zero, p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
+    std::snprintf(line, sizeof line,
+                  "%4d %4d %4d %4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.dp,
+                  l.tp, l.pp, l.zero, p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
                   1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
-                  p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
+                  p.state_bytes / 1e9, p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
     out += line;
   }
   return out;
@@ -200,12 +203,13 @@ Machine request_machine(const Config& c, const PredictRequest& r) {
 
 std::string csv(const std::vector<Prediction>& ps) {
   std::string out = "dp,tp,pp,zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,dp_s,items_per_s,mfu,tflops_per_rank,"
-                    "memory_bytes,infeasible\n";
+                    "state_bytes,memory_bytes,infeasible\n";
   char line[512];
   for (const auto& p : ps) {
-    std::snprintf(line, sizeof line, "%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n", p.layout.dp,
-                  p.layout.tp, p.layout.pp, p.layout.zero, p.micro_batches, p.step_s, p.compute_s, p.bubble_s, p.tp_s,
-                  p.pp_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.memory_bytes, p.infeasible.c_str());
+    std::snprintf(line, sizeof line, "%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
+                  p.layout.dp, p.layout.tp, p.layout.pp, p.layout.zero, p.micro_batches, p.step_s, p.compute_s,
+                  p.bubble_s, p.tp_s, p.pp_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.state_bytes,
+                  p.memory_bytes, p.infeasible.c_str());
     out += line;
   }
   return out;
@@ -259,10 +263,12 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
   char head[512];
   std::snprintf(head, sizeof head,
                 "Predicted step of %s (%s) on %d ranks of %s: %.4g TFLOP/s per rank achievable, %.4g peak, %d ranks per "
-                "node, links %.3g GB/s + %.3g us inside a node, %.3g GB/s + %.3g us between nodes%s\n",
+                "node, links %.3g GB/s + %.3g us inside a node, %.3g GB/s + %.3g us between nodes%s\n"
+                "Model state (state GB, 10^9 bytes, as the ZeRO paper counts): %s\n",
                 cfg.deck_name.c_str(), name_of(cfg.model.type), r.ranks, m.name.c_str(), m.flops_per_s / 1e12,
                 m.peak_flops / 1e12, m.ranks_per_node, m.intra.bytes_per_s / 1e9, 1e6 * m.intra.latency_s,
-                m.inter.bytes_per_s / 1e9, 1e6 * m.inter.latency_s, recompute.c_str());
+                m.inter.bytes_per_s / 1e9, 1e6 * m.inter.latency_s, recompute.c_str(),
+                state_accounting(cfg.optim.type, cfg.precision.weights).c_str());
   log.print(std::string(head) + format_predictions(ps, item));
   return 0;
 }

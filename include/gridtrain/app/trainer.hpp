@@ -20,6 +20,7 @@
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/optim/lr_schedule.hpp"
+#include "gridtrain/optim/master_weights.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/parallel/data_parallel.hpp"
@@ -67,6 +68,8 @@ class Trainer {
   /// One optimizer step: forward/backward, gradient exchange, verdict, update.
   Verdict train_step(long long s, double lr);
   void poison_gradient();
+  /// After a checkpoint was loaded into the fp32 masters: the 2-byte parameters from them.
+  void publish_masters();
   /// The stage's forward under autocast for step s (loss fault injection included).
   PipelineEngine::Forward stage_forward(long long s);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
@@ -93,6 +96,7 @@ class Trainer {
   std::vector<std::size_t> tied_;     // indices of Model::tied_parameters() on this stage, in its order
   Timer timer_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<MasterWeights> masters_;  // precision.weights = bf16 | fp16 only
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<PipelineEngine> engine_;
   std::unique_ptr<StepGuard> guard_;

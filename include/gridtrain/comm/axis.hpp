@@ -65,6 +65,13 @@ class Work {
   double* waited_s_ = nullptr;
 };
 
+/// Element types of the sums: fp32, and the 2-byte gradients of precision.weights = bf16 | fp16
+/// (bfloat16, IEEE half), which MPI sums pairwise in fp32 rounded once per pair to nearest even
+/// (comm/half.hpp), as NCCL does.
+enum class Element : std::uint8_t { F32, BF16, F16 };
+/// Bytes of one element: 4 or 2.
+std::size_t bytes_of(Element e);
+
 class DeviceComm;
 
 class Axis {
@@ -90,12 +97,18 @@ class Axis {
   // Non-blocking operations; label says what the data is (e.g. "bucket 3") for error messages.
   // Counts above MPI's int range throw std::runtime_error (mpi backend).
 
-  /// In-place sum over the axis of n floats.
-  Work allreduce_sum(float* data, std::size_t n, const std::string& label = "");
+  /// In-place sum over the axis of n elements of `type`.
+  Work allreduce_sum(void* data, std::size_t n, Element type, const std::string& label = "");
+  Work allreduce_sum(float* data, std::size_t n, const std::string& label = "") {
+    return allreduce_sum(data, n, Element::F32, label);
+  }
   /// In-place elementwise maximum over the axis of n floats.
   Work allreduce_max(float* data, std::size_t n, const std::string& label = "");
-  /// in: size()·n floats; out: n floats = the sum over ranks of block rank() of everyone's in.
-  Work reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label = "");
+  /// in: size()·n elements of `type`; out: n = the sum over ranks of block rank() of everyone's in.
+  Work reduce_scatter_sum(const void* in, void* out, std::size_t n, Element type, const std::string& label = "");
+  Work reduce_scatter_sum(const float* in, float* out, std::size_t n, const std::string& label = "") {
+    return reduce_scatter_sum(in, out, n, Element::F32, label);
+  }
   /// in: bytes from this rank; out: size()·bytes, rank r's block at r·bytes. in may be this
   /// rank's own block of out (in place).
   Work all_gather(const void* in, void* out, std::size_t bytes, const std::string& label = "");

@@ -25,9 +25,9 @@ class DeviceComm {
  public:
   using Op = std::unique_ptr<Work::Pending>;
   virtual ~DeviceComm() = default;
-  virtual Op allreduce_sum(float* data, std::size_t n) = 0;
+  virtual Op allreduce_sum(void* data, std::size_t n, Element type) = 0;
   virtual Op allreduce_max(float* data, std::size_t n) = 0;
-  virtual Op reduce_scatter_sum(const float* in, float* out, std::size_t n) = 0;
+  virtual Op reduce_scatter_sum(const void* in, void* out, std::size_t n, Element type) = 0;
   virtual Op all_gather(const void* in, void* out, std::size_t bytes) = 0;
   virtual Op broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual Op all_to_all(const void* in, void* out, std::size_t bytes) = 0;

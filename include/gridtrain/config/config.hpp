@@ -130,7 +130,9 @@ struct Config {
     Recompute recompute = Recompute::None;  ///< activation recomputation in backward (model/recompute.hpp)
   } train;
   struct Precision {
-    gridtrain::PrecisionType type = gridtrain::PrecisionType::Fp32;  ///< autocast compute; fp32 master weights
+    gridtrain::PrecisionType type = gridtrain::PrecisionType::Fp32;  ///< autocast compute
+    /// Parameters and gradients: fp32, or 2 bytes with fp32 master weights in the optimizer.
+    gridtrain::PrecisionType weights = gridtrain::PrecisionType::Fp32;
     LossScaling loss_scaling = LossScaling::Auto;  ///< auto: dynamic for fp16
     double init_scale = 65536.0;
     double growth_factor = 2.0;

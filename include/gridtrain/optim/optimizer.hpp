@@ -60,10 +60,20 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedPara
 /// (momentum), 16 1-bit Adam (also its two error-feedback residuals). For memory estimates.
 double optimizer_state_bytes_per_param(OptimizerType type);
 
-/// Bytes per rank of Ψ parameters' {fp32 parameters, fp32 gradients, optimizer state} over dp
-/// ranks at ZeRO `stage` (Rajbhandari et al. 2020, Fig. 1, with 4Ψ each for parameters and
-/// gradients and optimizer_state_bytes_per_param(type)·Ψ): stage 1 shards the optimizer state,
-/// 2 also the gradients, 3 also the parameters.
-std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type, int dp);
+/// Bytes per element of the parameters and of the gradients: 4 for precision.weights = fp32, 2 for
+/// bf16 and fp16.
+int weight_bytes(PrecisionType weights);
+
+/// Bytes per rank of Ψ parameters' {parameters, gradients, optimizer state} over dp ranks at ZeRO
+/// `stage` (Rajbhandari et al. 2020, §3 and Fig. 1): stage 1 shards the optimizer state, 2 also
+/// the gradients, 3 also the parameters. With fp32 weights: 4Ψ each for parameters and gradients
+/// and K·Ψ of optimizer state (K = optimizer_state_bytes_per_param(type)). With 2-byte weights,
+/// the paper's mixed-precision accounting: 2Ψ each, and (K + 4)Ψ of optimizer state, the fp32
+/// master weights counted with it (16Ψ in all for AdamW, 12Ψ of it sharded from stage 1 on).
+std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type, PrecisionType weights, int dp);
+/// Which accounting zero_state_bytes uses, in words with its bytes per parameter, e.g. "bf16
+/// weights and gradients, fp32 master weights with the optimizer state: 2 + 2 + 12 bytes per
+/// parameter (Rajbhandari et al. 2020)".
+std::string state_accounting(OptimizerType type, PrecisionType weights);
 
 }  // namespace gridtrain

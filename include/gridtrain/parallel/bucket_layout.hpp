@@ -1,4 +1,4 @@
-// How a model's parameters lie in flat fp32 buckets: which bucket each parameter is in, at which
+// How a model's parameters lie in flat buckets (of their dtype): which bucket each parameter is in, at which
 // offset, and each bucket's size. One layout is shared by the gradient Reducer (its gradient
 // buckets) and ZeRO's ShardedParameters (its flat parameters), so a gradient shard and the
 // parameter shard it updates cover the same elements. Integer arithmetic only (torch-free).
@@ -21,11 +21,12 @@ class BucketLayout {
   /// numels: elements per parameter, registration order. unit_of: per parameter its unit or -1
   /// (missing entries: -1); a unit's parameters must be contiguous in registration order.
   /// shards: the number of equal shards a bucket is padded for (dp under ZeRO, else 1).
-  /// units_required: every parameter must be in a unit (ZeRO stage 3). Throws
+  /// units_required: every parameter must be in a unit (ZeRO stage 3). element_bytes: of the
+  /// parameters' dtype (4 fp32, 2 bf16 | fp16), for bucket_mb. Throws
   /// std::invalid_argument for a parameter without a unit where one is required, and for a unit
   /// whose parameters are not contiguous.
   BucketLayout(const std::vector<std::int64_t>& numels, double bucket_mb, const std::vector<int>& unit_of, int shards,
-               bool units_required);
+               bool units_required, std::size_t element_bytes);
 
   std::size_t buckets() const { return members_.size(); }
   std::size_t parameters() const { return bucket_of_.size(); }

@@ -42,8 +42,11 @@ class PipelineEngine {
   /// the last rank to chunk c + 1 on rank 0. tied: this stage holds parameters tied to another
   /// stage's (Model::tied_parameters: the token embedding on the first and the last stage;
   /// ignored with pp = 1). Collective over grid.pp() (the tied pair's axis is split off it).
+  /// activation_dtype: of the activations and their gradients between stages (fp32, or the 2-byte
+  /// weights' dtype, which the next stage's norms need their input in).
   PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
-                 torch::Device device, bool first_stage, bool last_stage, bool tied, Timer& timer);
+                 torch::ScalarType activation_dtype, torch::Device device, bool first_stage, bool last_stage,
+                 bool tied, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
   /// over its targets' items / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
@@ -75,7 +78,7 @@ class PipelineEngine {
   PipelineSchedule schedule_;
   int chunks_;
   ActivationShape activation_shape_;
-  torch::Device device_;
+  torch::TensorOptions activations_;  // dtype and device of the activations between stages
   bool first_, last_;
   std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)
   Timer& timer_;

@@ -1,7 +1,7 @@
 // Data-parallel gradient reducer over grid.dp().
 //
-// Gradients live in flat fp32 buckets (parallel/bucket_layout.hpp, about comm.bucket_mb MiB
-// each): every parameter's .grad is a view into its bucket (as PyTorch DDP's
+// Gradients live in flat buckets of the parameters' dtype (fp32, or bf16 | fp16 with
+// precision.weights; parallel/bucket_layout.hpp, about comm.bucket_mb MiB each): every parameter's .grad is a view into its bucket (as PyTorch DDP's
 // gradient_as_bucket_view), so autograd accumulates straight into the buffer that is
 // communicated and no copy is made.
 //
@@ -56,8 +56,8 @@ namespace gridtrain {
 
 /// How a step's gradients were exchanged over dp.
 enum class GradExchange {
-  Overlapped,  ///< fp32 allreduce, buckets started during backward
-  Blocking,    ///< fp32 allreduce started in finish() (comm.overlap = false)
+  Overlapped,  ///< allreduce (of the gradients' dtype), buckets started during backward
+  Blocking,    ///< allreduce started in finish() (comm.overlap = false)
   Compressed,  ///< two-phase fp16/bf16 exchange in finish()
   Local,       ///< none: the optimizer exchanges its own state (1-bit Adam after its freeze)
   kCount
@@ -110,6 +110,8 @@ class Reducer : public GradientStorage {
   std::uint64_t gradient_peak_bytes() const { return gradient_peak_; }
 
   std::size_t bucket_count() const { return buckets_.size(); }
+  /// The gradients' dtype, as the deck names it: "fp32", or precision.weights' "bf16" | "fp16".
+  const char* gradient_dtype() const;
   /// Buckets started so far in this step (0 until the last micro-batch's backward).
   std::size_t buckets_started() const { return next_; }
   /// This step's exchange (valid after zero_grad).

@@ -19,8 +19,10 @@
 //   α, β of the link the group spans: inside a node (ranks_per_node) or across nodes; ranks are
 //   placed as gridtrain's grid places them, tp fastest, then dp, then pp.
 //   step = compute + bubble + tp + pp + dp (communication counted as exposed).
-// Memory per rank: weights 4Ψ, gradients 4Ψ and optimizer state (8Ψ AdamW, 4Ψ SGD) divided by dp
-// as the ZeRO stage says, bf16/fp16 casts 2Ψ, activations of the micro-batches in flight
+// Memory per rank: the model state of zero_state_bytes (optim/optimizer.hpp; fp32 weights: weights
+// 4Ψ, gradients 4Ψ, optimizer state 8Ψ AdamW or 4Ψ SGD; precision.weights = bf16 | fp16: 2Ψ, 2Ψ
+// and 12Ψ or 8Ψ with the fp32 master) divided by dp as the ZeRO stage says, autocast's bf16/fp16
+// copies of fp32 weights 2Ψ, activations of the micro-batches in flight
 // (ModelPlan::activation_bytes; with recomputation each layer keeps only its b·T·C input).
 #pragma once
 #include <string>
@@ -67,7 +69,8 @@ struct Prediction {
   double items_per_s = 0;        ///< tokens (or images) per second, the whole job
   double mfu = 0;                ///< model FLOPs (no recomputation) / (step · N · peak)
   double tflops_per_rank = 0;    ///< the FLOPs executed (recomputation included) per rank and second / 1e12
-  double memory_bytes = 0;       ///< per rank, the largest stage's
+  double state_bytes = 0;        ///< per rank: parameters, gradients, optimizer state (zero_state_bytes)
+  double memory_bytes = 0;       ///< per rank, the largest stage's: state, autocast copies, activations
   std::string infeasible;        ///< why the layout cannot run ("" when it can)
 };
 
@@ -87,7 +90,8 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
 std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int ranks, const Machine& m,
                                      const PredictOptions& o);
 
-/// The predictions as a fixed-width table (times in ms, memory in GiB), with a header.
+/// The predictions as a fixed-width table (times in ms, model state in GB = 10^9 bytes as the ZeRO
+/// paper counts, memory in GiB), with a header.
 std::string format_predictions(const std::vector<Prediction>& p, const char* item);
 
 /// `gridtrain predict`'s request .
