@@ -1,9 +1,12 @@
-// Run under mpiexec -n 2 and -n 4: the axis collectives and the communication timeout.
+// Run under mpiexec -n 2 and -n 4: the axis collectives (fp32, and the 2-byte sums) and the
+// communication timeout.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <thread>
 #include <vector>
+
+#include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
 
@@ -53,6 +56,31 @@ TEST_CASE("axis collectives deliver what MPI defines", "[np2][np4]") {
   std::vector<float> x(5, static_cast<float>(r + 1));
   axis.allreduce_sum(x.data(), x.size()).wait();
   CHECK(x[4] == static_cast<float>(p * (p + 1) / 2));
+}
+
+TEST_CASE("2-byte sums (bf16, fp16) round each pair's fp32 sum once, and count 2 bytes an element", "[np2]") {
+  Axis axis("dp", dup_world(), 30.0);
+  const int p = axis.size(), r = axis.rank();
+  const std::int64_t n = 4099;  // not a multiple of the kernel's block
+  // Rank q's values, known to every rank: more mantissa than the formats hold, so sums round.
+  auto values = [&](int q, torch::ScalarType dtype) {
+    return (torch::arange(p * n, torch::kDouble).mul(0.37).add(q).sin().mul(3.0 + q)).to(dtype);
+  };
+  for (auto [dtype, element] : {std::pair{torch::kBFloat16, Element::BF16}, std::pair{torch::kHalf, Element::F16}}) {
+    CAPTURE(c10::toString(dtype));
+    REQUIRE(p == 2);  // with two operands the sum has one rounding whatever the algorithm's order
+    const auto want = (values(0, dtype).to(torch::kFloat) + values(1, dtype).to(torch::kFloat)).to(dtype);
+    auto all = values(r, dtype);
+    const std::uint64_t before = axis.bytes_sent();
+    axis.allreduce_sum(all.data_ptr(), static_cast<std::size_t>(all.numel()), element, "bf16 bucket").wait();
+    CHECK(torch::equal(all, want));
+    CHECK(axis.bytes_sent() - before == static_cast<std::uint64_t>(2 * (p * n) * 2 * (p - 1) / p));  // ring, 2 bytes each
+
+    const auto in = values(r, dtype);
+    auto out = torch::empty({n}, dtype);
+    axis.reduce_scatter_sum(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(n), element, "bf16 shard").wait();
+    CHECK(torch::equal(out, want.narrow(0, r * n, n)));
+  }
 }
 
 TEST_CASE("a collective one rank is late to fails with a message naming it, not a hang", "[np2]") {

@@ -1,9 +1,11 @@
 // gridtrain predict's step-time model (plan/predict.hpp): its terms against their formulas, the
 // layout ranking, and the Megatron-LM paper's measured throughput (Narayanan et al. 2021,
-// Table 1) within 25 %. No MPI traffic; tagged [np2] to run in the MPI suite, which links LibTorch.
+// Table 1) within 25 %, and the ZeRO paper's model state per GPU within 2 %. No MPI traffic;
+// tagged [np2] to run in the MPI suite, which links LibTorch.
 #include <catch2/catch.hpp>
 
 #include "gridtrain/model/registry.hpp"
+#include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/plan/predict.hpp"
 
@@ -120,4 +122,27 @@ TEST_CASE("predict matches Megatron-LM's A100 throughput within 25 %", "[np2][pr
     CHECK(p.infeasible.empty());
     CHECK(p.tflops_per_rank == Approx(r.tflops).epsilon(0.25));
   }
+}
+
+TEST_CASE("predict: model state of a 7.5B model at dp = 64 is the ZeRO paper's 120 / 31.4 / 16.6 / 1.9 GB with 2-byte "
+          "weights", "[np2][predict]") {
+  // Rajbhandari et al. 2020, Fig. 1: Ψ = 7.5B, N_d = 64, mixed-precision Adam (K = 12), stages 0-3.
+  // A GPT of 36 layers of width 4096 with a 51200-token vocabulary has Ψ = 7.47B.
+  Config c = gpt(36, 4096, 32, 512, 1);
+  c.precision.weights = PrecisionType::Bf16;
+  const DataShape data{51200};
+  const Machine m{"test", 1e14, 2e14, 0, 8, 0, {1e-5, 1e11}, {2e-5, 1e10}};
+  const double paper[4] = {120e9, 31.4e9, 16.6e9, 1.9e9};
+  for (int zero = 0; zero <= 3; ++zero) {
+    CAPTURE(zero);
+    const Prediction p = predict_step(c, data, {64, 1, 1, zero}, m, {});
+    REQUIRE(p.infeasible.empty());
+    CHECK(std::abs(p.state_bytes / paper[zero] - 1) <= 0.02);
+  }
+  CHECK_THAT(state_accounting(c.optim.type, c.precision.weights),
+             Catch::Contains("bf16 weights and gradients, fp32 master weights with the optimizer state: 2 + 2 + 12"));
+  // fp32 weights (gridtrain's default) keep 4Ψ + 4Ψ replicated at stage 1: twice the paper's figure.
+  c.precision.weights = PrecisionType::Fp32;
+  const double psi = static_cast<double>(plan_model(c, data, {})->parameters());
+  CHECK(predict_step(c, data, {64, 1, 1, 1}, m, {}).state_bytes == Approx(8 * psi + 8 * psi / 64));
 }

@@ -24,11 +24,6 @@ Config zero_config(const std::string& dir, int steps, int stage, const std::stri
   return c;
 }
 
-RunResult run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD) {
-  Log quiet(false);
-  return Trainer(c, comm, quiet, 1.0).run();
-}
-
 }  // namespace
 
 TEST_CASE("ZeRO stages 1, 2 and 3 train as stage 0 over 20 steps (AdamW; SGD with momentum)", "[np2][np4]") {
@@ -39,14 +34,14 @@ TEST_CASE("ZeRO stages 1, 2 and 3 train as stage 0 over 20 steps (AdamW; SGD wit
     CAPTURE(name_of(type));
     Config c = zero_config(dir, 20, 0, family);
     c.optim.type = type;
-    const auto want = run(c);
+    const auto want = quiet_run(c);
     for (int stage : {1, 2, 3}) {
       CAPTURE(stage);
       c.optim.zero_stage = stage;
-      check_same_run(run(c), want);
+      check_same_run(quiet_run(c), want);
     }
     c.optim.zero_prefetch = false;  // stage 3 gathering each layer only when it is used
-    check_same_run(run(c), want);
+    check_same_run(quiet_run(c), want);
   }
 }
 
@@ -63,11 +58,11 @@ TEST_CASE("ZeRO at (dp, tp, pp) = (2, 2, 2) trains as stage 0 (the tied embeddin
   c.optim.clip_grad = 0.1;
   c.grid.dp = c.grid.tp = c.grid.pp = 2;
   c.comm.bucket_mb = 0.05;  // ~13k floats: the embedding shares a bucket, laid out differently on each stage
-  const auto want = run(c);
+  const auto want = quiet_run(c);
   for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
     c.optim.zero_stage = stage;
-    check_same_run(run(c), want);
+    check_same_run(quiet_run(c), want);
   }
 }
 
@@ -75,9 +70,9 @@ TEST_CASE("ZeRO stage 3 validates with fewer windows on one dp rank than on anot
   const auto dir = shared_dir("zero-eval");
   Config c = zero_config(dir, 2, 0);
   c.train.eval_samples = 5;  // 3 windows on dp rank 0, 2 on rank 1: 2 and 1 forwards of micro-batch 2
-  const auto want = run(c);
+  const auto want = quiet_run(c);
   c.optim.zero_stage = 3;
-  const auto got = run(c);
+  const auto got = quiet_run(c);
   REQUIRE(got.final_val_loss);
   CHECK(rel(*got.final_val_loss, *want.final_val_loss) <= 1e-6);
 }
@@ -121,7 +116,7 @@ TEST_CASE("a stage-3 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 ran
   Log quiet(false);
   Config c = zero_config(dir, 3, 3);
   c.checkpoint.dir = dir + "/ckpt";
-  run(c);
+  quiet_run(c);
   // The reference: the same file loaded at stage 0 on dp = 4 (whole tensors on every rank).
   Config load = zero_config(dir, 5, 0);
   load.checkpoint.resume = {Resume::Mode::Path, dir + "/ckpt/step-00000003.h5"};

@@ -70,12 +70,19 @@ Config tiny_cnn(const std::string& dir, int steps, int global_batch) {
   return c;
 }
 
+RunResult quiet_run(const Config& c, MPI_Comm comm) {
+  Log quiet(false);
+  return Trainer(c, comm, quiet, 1.0).run();
+}
+
 std::vector<torch::Tensor> snapshot(Trainer& t) {
   const WholeParameters whole(t.parameters());  // ZeRO stage 3 holds shards between steps
   std::vector<torch::Tensor> out;
   for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
   for (auto& [name, b] : t.model().replica_state()) out.push_back(b.clone());
   for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
+  if (const MasterWeights* m = t.masters())
+    for (const auto& p : m->masters()) out.push_back(p.param.clone());
   return out;
 }
 

@@ -28,7 +28,9 @@ Config as_family(Config c, const std::string& family);
 /// A 2-stage CNN (channels 4, 8) on dir's image set (make_images), micro-batch 4, the same
 /// schedule as tiny.
 Config tiny_cnn(const std::string& dir, int steps, int global_batch);
-/// Copies of every parameter, batch-norm statistic and optimizer state tensor.
+/// Trains c on comm (quietly; peak 1 GFLOP/s) and returns the result.
+RunResult quiet_run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD);
+/// Copies of every parameter, batch-norm statistic, optimizer state tensor and fp32 master weight.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
 /// |a − b| / |b| (b's magnitude floored at 1e-30).

@@ -97,6 +97,17 @@ TEST_CASE("the interleaved schedule is refused by name where it cannot run", "[c
   CHECK_THROWS_WITH(plan_launch(deep, 2, false), Catch::Contains("over grid.pp * grid.virtual_stages virtual stages"));
 }
 
+TEST_CASE("2-byte weights are refused by name where they cannot run, every problem at once", "[config]") {
+  CHECK(problems("[precision]\ntype = bf16\nweights = bf16\n").empty());
+  const auto msg = problems("[model]\ntype = cnn\n[precision]\nweights = bf16\n[comm]\ncompression = fp16\n");
+  CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));
+  CHECK_THAT(msg, Catch::Contains("precision.weights = bf16 runs the forward in bf16, but precision.type = fp32; "
+                                  "valid: precision.type = bf16, or precision.weights = fp32"));
+  CHECK_THAT(msg, Catch::Contains("comm.compression = fp16 would compress them again"));
+  CHECK_THAT(msg, Catch::Contains("model.type = cnn keeps fp32 weights"));
+  CHECK_THAT(problems("[precision]\nweights = fp8\n"), Catch::Contains("precision.weights") && Catch::Contains("fp8"));
+}
+
 TEST_CASE("all problems are reported together", "[config]") {
   const auto msg = problems("[train]\nsteps = x\nfoo = 1\n[optim]\nlr = 0\n");
   CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));

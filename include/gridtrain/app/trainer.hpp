@@ -48,6 +48,8 @@ class Trainer {
   Model& model() { return *model_; }
   Grid& grid() { return *grid_; }
   Optimizer& optimizer() { return *optimizer_; }
+  /// The fp32 master weights of precision.weights = bf16 | fp16; null with fp32 weights.
+  const MasterWeights* masters() const { return masters_.get(); }
   Checkpointer& checkpointer() { return *checkpointer_; }
   Reducer& reducer() { return dp_->reducer(); }
   /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
