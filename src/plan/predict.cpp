@@ -233,7 +233,8 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
     bad.push_back("--device " + r.device + ": valid: a100, h100, h200, cpu");
   if (!(r.achievable > 0 && r.achievable <= 1))
     bad.push_back("--achievable " + fmt("%g", r.achievable) + ": valid: a fraction in (0, 1]");
-  if (r.grad_bytes != 2 && r.grad_bytes != 4) bad.push_back("--grad-bytes " + std::to_string(r.grad_bytes) + ": valid: 2, 4");
+  if (r.grad_bytes != 0 && r.grad_bytes != 2 && r.grad_bytes != 4)
+    bad.push_back("--grad-bytes " + std::to_string(r.grad_bytes) + ": valid: 2, 4 (or 0: the deck's precision.weights)");
   if (r.top < 1) bad.push_back("--top " + std::to_string(r.top) + ": valid: an integer >= 1");
   if (r.flops_per_s < 0 || r.intra_gbps < 0 || r.inter_gbps < 0 || r.ranks_per_node < 0 || r.cores_per_node < 0)
     bad.emplace_back("--flops-per-s, --*-gbps, --ranks-per-node and --cores-per-node: valid: values >= 0 (0: the machine's)");
@@ -244,7 +245,7 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
   }
   const DataShape data = data_shape(cfg, world);
   const Machine m = request_machine(cfg, r);
-  const PredictOptions o{r.grad_bytes};
+  const PredictOptions o{r.grad_bytes > 0 ? r.grad_bytes : weight_bytes(cfg.precision.weights)};
   std::vector<Prediction> ps;
   if (!L.empty()) {
     const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage};

@@ -12,12 +12,11 @@ namespace gridtrain {
 
 /// Throws std::invalid_argument for a dtype other than fp32, bf16 and fp16.
 inline Element element_of(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat: return Element::F32;
-    case torch::kBFloat16: return Element::BF16;
-    case torch::kHalf: return Element::F16;
-    default: throw std::invalid_argument(std::string("no sum over an axis for dtype ") + c10::toString(t.scalar_type()));
-  }
+  const auto type = t.scalar_type();
+  if (type == torch::kFloat) return Element::F32;
+  if (type == torch::kBFloat16) return Element::BF16;
+  if (type == torch::kHalf) return Element::F16;
+  throw std::invalid_argument(std::string("no sum over an axis for dtype ") + c10::toString(type));
 }
 
 }  // namespace gridtrain

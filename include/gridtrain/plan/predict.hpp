@@ -105,7 +105,7 @@ struct PredictRequest {
   double cores_per_node = 0;    ///< cpu: 0 = this machine's cores
   double intra_gbps = 0, intra_us = -1, inter_gbps = 0, inter_us = -1;  ///< links; 0 / -1: the machine's
   bool recompute = false;       ///< full activation recomputation (train.recompute = full); else the deck's
-  int grad_bytes = 4;           ///< bytes per gradient element all-reduced over dp
+  int grad_bytes = 0;           ///< bytes per gradient element all-reduced over dp; 0: precision.weights
   int top = 10;                 ///< layouts listed
   bool csv = false;             ///< CSV rows instead of the table
 };
