@@ -208,3 +208,36 @@ TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training c
   REQUIRE(rest.losses.size() == 2);
   for (int s = 4; s < 6; ++s) CHECK(rel(rest.losses[s - 4], want.losses[s]) <= 1e-5);
 }
+
+TEST_CASE("2-byte weights: the fp32 masters saved at (2,2,2) with ZeRO 1 load at (4,1,2) with ZeRO 2, the same tensors",
+          "[np8]") {
+  const auto dir = shared_dir("reshard3d-bf16");
+  Log quiet(false);
+  auto bf16 = [&](int steps, int dp, int tp, int pp, int zero) {
+    Config c = model_3d(dir, steps, dp, tp, pp);
+    c.precision.type = c.precision.weights = PrecisionType::Bf16;
+    c.optim.zero_stage = zero;
+    return c;
+  };
+  Config first = bf16(4, 2, 2, 2, 1);
+  first.checkpoint.dir = dir + "/ckpt";
+  Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+  const Resume file{Resume::Mode::Path, dir + "/ckpt/step-00000004.h5"};
+  Config whole = bf16(6, 1, 1, 1, 0);  // the reference: every tensor whole, on each rank alone
+  whole.checkpoint.resume = file;
+  Trainer one(whole, MPI_COMM_SELF, quiet, 1.0);
+  std::map<std::string, torch::Tensor> want;
+  for (const auto& m : one.masters()->masters()) want[m.name] = m.param;
+  for (const auto& s : one.optimizer().state()) want[s.name] = s.param;
+  Config next = bf16(6, 4, 1, 2, 2);
+  next.checkpoint.resume = file;
+  Trainer resumed(next, MPI_COMM_WORLD, quiet, 1.0);
+  REQUIRE(resumed.start_step() == 4);
+  auto pieces = resumed.masters()->masters();
+  for (const auto& s : resumed.optimizer().state()) pieces.push_back(s);
+  for (const auto& piece : pieces) {
+    CAPTURE(piece.name);
+    CHECK(torch::equal(piece.param, want.at(piece.name).reshape(-1).narrow(0, piece.offset, piece.param.numel())));
+  }
+  CHECK(resumed.run().losses.size() == 2);
+}
