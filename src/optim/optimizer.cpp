@@ -28,11 +28,11 @@ std::array<double, 3> zero_state_bytes(int stage, double psi, OptimizerType type
 }
 
 std::string state_accounting(OptimizerType type, PrecisionType weights) {
-  const int w = weight_bytes(weights);
-  const int k = static_cast<int>(optimizer_state_bytes_per_param(type)) + (w == 4 ? 0 : 4);
-  const std::string bytes = ": " + std::to_string(w) + " + " + std::to_string(w) + " + " + std::to_string(k) +
+  const auto per = zero_state_bytes(0, 1.0, type, weights, 1);  // bytes per parameter, unsharded
+  auto show = [](double b) { return std::to_string(static_cast<int>(b)); };
+  const std::string bytes = ": " + show(per[0]) + " + " + show(per[1]) + " + " + show(per[2]) +
                             " bytes per parameter (Rajbhandari et al. 2020)";
-  if (w == 4) return "fp32 weights and gradients, optimizer state" + bytes;
+  if (weights == PrecisionType::Fp32) return "fp32 weights and gradients, optimizer state" + bytes;
   return std::string(name_of(weights)) + " weights and gradients, fp32 master weights with the optimizer state" + bytes;
 }
 

@@ -1,5 +1,5 @@
-// How a model's parameters lie in flat buckets (of their dtype): which bucket each parameter is in, at which
-// offset, and each bucket's size. One layout is shared by the gradient Reducer (its gradient
+// How a model's parameters lie in flat buckets (of their dtype): which bucket each parameter is
+// in, at which offset, and each bucket's size. One layout is shared by the gradient Reducer (its gradient
 // buckets) and ZeRO's ShardedParameters (its flat parameters), so a gradient shard and the
 // parameter shard it updates cover the same elements. Integer arithmetic only (torch-free).
 //

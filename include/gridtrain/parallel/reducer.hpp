@@ -1,9 +1,9 @@
 // Data-parallel gradient reducer over grid.dp().
 //
 // Gradients live in flat buckets of the parameters' dtype (fp32, or bf16 | fp16 with
-// precision.weights; parallel/bucket_layout.hpp, about comm.bucket_mb MiB each): every parameter's .grad is a view into its bucket (as PyTorch DDP's
-// gradient_as_bucket_view), so autograd accumulates straight into the buffer that is
-// communicated and no copy is made.
+// precision.weights; parallel/bucket_layout.hpp, about comm.bucket_mb MiB each): every
+// parameter's .grad is a view into its bucket (as PyTorch DDP's gradient_as_bucket_view), so
+// autograd accumulates straight into the buffer that is communicated and no copy is made.
 //
 // With overlap (comm.overlap = true), a post-hook on each parameter's gradient accumulator marks
 // it ready during the backward of the step's last micro-batch; when a bucket's last gradient is
