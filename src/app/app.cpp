@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include "gridtrain/app/app.hpp"
+
+#include "gridtrain/app/build_info.hpp"
 #include "gridtrain/plan/peak.hpp"
 #include "gridtrain/app/run_directory.hpp"
 #include "gridtrain/app/trainer.hpp"
@@ -32,15 +34,14 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   // A run that may resume continues the earlier run's log rather than wiping it.
   log.open_file(cfg.output.dir + "/log.gridtrain", cfg.checkpoint.resume.mode != Resume::Mode::None);
   log.print(std::string("gridtrain ") + kVersion + " on " + std::to_string(size) + " MPI ranks, deck " +
-            cfg.deck_name + "\n");
+            cfg.deck_name + "\n" + build_info());
 
   const ThreadPlan threads = plan_threads(world);
   apply_threads(threads.threads);
   log.print("Threads: " + std::to_string(threads.threads) + " per rank (" + threads.source + ")\n");
   set_matmul_backend(cfg.model.matmul);
   log.print(std::string("Linear layers' fp32 CPU matmuls: ") + name_of(matmul_backend()) + "\n");
-  const BlasInfo blas = detect_blas();
-  log.print("BLAS: " + (blas.library.empty() ? std::string("unknown") : blas.library) + "\n");
+  const BlasInfo blas = detect_blas();  // printed by build_info
   // Only a measured slow sgemm is a problem: a LibTorch with MKL inside ignores the system BLAS.
   const double sgemm = blas.reference ? probe_matmul_gflops(PrecisionType::Fp32, false) : 0.0;
   if (blas.reference && sgemm < kSlowSgemmGflops * threads.threads)

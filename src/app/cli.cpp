@@ -21,7 +21,7 @@
 #include "gridtrain/plan/predict.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/process_setup.hpp"
-#include "gridtrain/version.hpp"
+#include "gridtrain/app/build_info.hpp"
 
 namespace po = boost::program_options;
 
@@ -269,7 +269,7 @@ int run(int argc, char** argv, int rank, Log& log) {
   po::parsed_options parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
   po::store(parsed, vm);
   if (vm.count("version")) {
-    log.print(std::string("gridtrain ") + kVersion + "\n");
+    log.print(build_info());
     return 0;
   }
   const bool have_deck = vm.count("in") > 0;

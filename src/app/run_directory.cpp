@@ -127,6 +127,8 @@ void RunDirectories::claim(const Config& cfg, Log& log) {
   std::vector<fs::path> theirs;
   const fs::path metrics = fs::path(cfg.output.dir) / "metrics.jsonl";
   if (fs::exists(metrics) && fs::file_size(metrics) > 0) theirs.push_back(metrics);
+  for (const auto& e : fs::directory_iterator(cfg.output.dir))  // output.tensorboard's event files
+    if (e.path().filename().string().starts_with("events.out.tfevents.")) theirs.push_back(e.path());
   if (checkpoints) {
     for (const auto& p : list_checkpoints(cfg.checkpoint.dir)) theirs.push_back(p);
     if (fs::exists(fs::path(cfg.checkpoint.dir) / "latest")) theirs.push_back(fs::path(cfg.checkpoint.dir) / "latest");

@@ -14,6 +14,7 @@
 #include "gridtrain/output/thermo.hpp"
 #include "gridtrain/plan/peak.hpp"
 #include "gridtrain/precision/autocast.hpp"
+#include "gridtrain/util/memory.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
@@ -223,7 +224,11 @@ RunResult Trainer::run() {
     return r;
   }
   const ModelPlan& m = model_->plan();
-  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier());
+  Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier(),
+                cfg_.output.tensorboard ? cfg_.output.dir : "");
+  RemainingTime remaining;
+  std::array<double, kSectionCount> sections_before{};  // the timer's sections at the last thermo line
+  long long thermo_step = start_step_;
   double peak = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
   grid_->world().blocking_sum(&peak, 1, "peak FLOP/s");
   const double items_per_step = static_cast<double>(cfg_.train.global_batch) * static_cast<double>(m.items_per_sample());
@@ -252,11 +257,26 @@ RunResult Trainer::run() {
       throughput.exclude(eval.seconds());
       timer_.stamp(Section::Eval);
     }
+    remaining.step_done(timer_.loop_seconds());
     if (last || s == 0 || (s + 1) % cfg_.output.thermo == 0 || val) {
       const auto rate = throughput.interval();
-      thermo.write({s + 1, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt,
+      ThermoRow row{s + 1, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt,
                     lr, v.norm, rate.items_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
-                    guard_->skipped_nonfinite() + guard_->skipped_outliers()});
+                    guard_->skipped_nonfinite() + guard_->skipped_outliers()};
+      row.items_seen = sample_index_ * static_cast<std::uint64_t>(m.items_per_sample());
+      row.elapsed_s = timer_.loop_seconds();
+      row.remaining_s = remaining.seconds_for(steps - (s + 1));
+      if (const long long next = checkpointer_->next_due(s + 1); next > 0)
+        row.checkpoint_in_s = remaining.seconds_for(next - (s + 1));
+      for (std::size_t k = 0; k < kSectionCount; ++k) {
+        const double now = timer_.seconds(static_cast<Section>(k));
+        row.section_ms[k] = 1e3 * (now - sections_before[k]) / static_cast<double>(s + 1 - thermo_step);
+        sections_before[k] = now;
+      }
+      thermo_step = s + 1;
+      row.state_mib = state_bytes().total() / (1024.0 * 1024.0);
+      row.peak_rss_mib = peak_rss_bytes() / (1024.0 * 1024.0);
+      thermo.write(row);
       timer_.stamp(Section::Output);
     }
     if (last && val) {

@@ -124,6 +124,12 @@ bool Checkpointer::due(long long step) const {
   return step == cfg_.train.steps || (cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0);
 }
 
+long long Checkpointer::next_due(long long step) const {
+  if (!enabled() || step >= cfg_.train.steps) return 0;
+  const long long every = cfg_.checkpoint.interval;
+  return every > 0 ? std::min((step / every + 1) * every, cfg_.train.steps) : cfg_.train.steps;
+}
+
 std::string Checkpointer::file_name(long long step) const {
   return (fs::path(cfg_.checkpoint.dir) / checkpoint_name(step)).string();
 }

@@ -144,6 +144,12 @@ class NcclComm : public DeviceComm {
 
 }  // namespace
 
+std::string device_build() {
+  return "CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+         " and NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+         std::to_string(NCCL_PATCH) + " (GPU build)";
+}
+
 int cuda_device_count() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;

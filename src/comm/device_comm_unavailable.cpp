@@ -14,6 +14,8 @@ namespace {
 
 }  // namespace
 
+std::string device_build() { return "CPU build (no CUDA, no NCCL)"; }
+
 int cuda_device_count() { return 0; }
 
 int select_cuda_device(MPI_Comm, bool) { no_cuda("train.device = cuda"); }

@@ -417,6 +417,9 @@ std::vector<Key> output_keys() {
                "let a fresh run (checkpoint.resume = none) start where another run left metrics or checkpoints: "
                "they are deleted. Without it such a run stops; checkpoint.resume = auto continues that run"),
       int_key<int>("output.thermo", GT_REF(output.thermo), "steps between thermo lines", 1),
+      bool_key("output.tensorboard", GT_REF(output.tensorboard),
+               "also write each thermo line's figures as TensorBoard scalars (rank 0): event files in output.dir, "
+               "flushed at every line (tensorboard --logdir output.dir); a resumed run continues their curves"),
       real_key("output.peak_gflops", GT_REF(output.peak_gflops),
                "per-rank peak GFLOP/s for MFU; 0 = on CUDA the device's datasheet dense peak at precision.type, on "
                "the CPU a matmul probe at precision.type with the run's threads", 0.0, false),

@@ -1,5 +1,7 @@
 #include "gridtrain/output/thermo.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -18,10 +20,38 @@ long long step_of_line(const std::string& line) {
   return std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 ? step : -1;
 }
 
+// Seconds as h:mm:ss (LAMMPS prints CPU time left so).
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  return text;
+}
+
+// "Checkpt" → "checkpt", "TP comm" → "tp_comm": a TensorBoard tag's last part.
+std::string tag_of(const char* name) {
+  std::string t;
+  for (const char* c = name; *c; ++c) t += *c == ' ' ? '_' : static_cast<char>(std::tolower(*c));
+  return t;
+}
+
 }  // namespace
 
-Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item, bool accuracy)
-    : log_(log), rate_header_(item == "token" ? "Tok/s" : "Img/s"), rate_key_(item + "s_per_s"), accuracy_(accuracy) {
+void RemainingTime::step_done(double elapsed_s) {
+  if (++done_ == 1) first_s_ = elapsed_s;
+  last_s_ = elapsed_s;
+}
+
+double RemainingTime::seconds_for(long long steps) const {
+  if (done_ == 0) return 0.0;
+  const double per_step = done_ == 1 ? first_s_ : (last_s_ - first_s_) / static_cast<double>(done_ - 1);
+  return per_step * static_cast<double>(steps);
+}
+
+Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item, bool accuracy,
+               const std::string& tensorboard_dir)
+    : log_(log), rate_header_(item == "token" ? "Tok/s" : "Img/s"), rate_key_(item + "s_per_s"),
+      seen_key_(item + "s_seen"), accuracy_(accuracy) {
   if (!log_.active()) return;
   std::string kept;
   long long dropped = 0;
@@ -38,22 +68,27 @@ Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, 
   if (dropped > 0)
     log_.print(metrics_path + ": dropped " + std::to_string(dropped) + " line(s) after step " +
                std::to_string(start_step) + " (written after the checkpoint this run resumes from)\n");
+  if (tensorboard_dir.empty()) return;
+  std::string note;
+  tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir, start_step, &note);
+  log_.print(note + "TensorBoard: " + tensorboard_->path() + " (tensorboard --logdir " + tensorboard_dir + ")\n");
 }
 
 void Thermo::write(const ThermoRow& r) {
   if (!log_.active()) return;
   char line[256];
   if (!header_done_) {
-    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s\n", "Step", "Loss", "ValLoss", "LR",
-                  "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "");
+    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s %10s\n", "Step", "Loss", "ValLoss", "LR",
+                  "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "", "Remain");
     log_.print(line);
     header_done_ = true;
   }
   char val[16] = "        -", acc[16] = "         -";
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
   if (r.val_accuracy) std::snprintf(acc, sizeof acc, "%10.4f", *r.val_accuracy);
-  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s\n", r.step, r.loss, val,
-                r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "");
+  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s %10s\n", r.step, r.loss,
+                val, r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "",
+                clock_text(r.remaining_s).c_str());
   log_.print(line);
 
   std::string json;
@@ -77,7 +112,26 @@ void Thermo::write(const ThermoRow& r) {
   add("comm_bytes", "%llu", static_cast<unsigned long long>(r.comm_bytes));
   add("loss_scale", "%.8g", r.loss_scale);
   add("skipped_steps", "%lld", r.skipped);
+  add(seen_key_.c_str(), "%llu", static_cast<unsigned long long>(r.items_seen));
+  add("elapsed_s", "%.6g", r.elapsed_s);
+  add("remaining_s", "%.6g", r.remaining_s);
+  if (r.checkpoint_in_s) add("checkpoint_in_s", "%.6g", *r.checkpoint_in_s);
   jsonl_ << json << "}\n" << std::flush;
+  if (tensorboard_) write_tensorboard(r);
+}
+
+void Thermo::write_tensorboard(const ThermoRow& r) {
+  Scalars s = {{"loss/train", r.loss}, {"optim/lr", r.lr}, {"optim/grad_norm", r.grad_norm},
+               {"optim/loss_scale", r.loss_scale}, {"optim/skipped_steps", static_cast<double>(r.skipped)},
+               {"throughput/" + rate_key_, r.items_per_s}, {"throughput/mfu", r.mfu},
+               {"time/step_ms", r.step_ms}, {"time/remaining_s", r.remaining_s},
+               {"memory/model_state_mib", r.state_mib}, {"memory/peak_rss_mib", r.peak_rss_mib},
+               {"comm/dp_bytes_per_step", static_cast<double>(r.comm_bytes)}};
+  if (r.val_loss) s.emplace_back("loss/val", *r.val_loss);
+  if (r.val_accuracy) s.emplace_back("accuracy/val", *r.val_accuracy);
+  for (std::size_t k = 0; k < kSectionCount; ++k)
+    s.emplace_back("time/" + tag_of(section_name(static_cast<Section>(k))) + "_ms", r.section_ms[k]);
+  tensorboard_->write(r.step, s);
 }
 
 }  // namespace gridtrain

@@ -69,6 +69,8 @@ class Checkpointer {
   bool enabled() const { return cfg_.checkpoint.enabled(); }
   /// Whether a checkpoint is due after `step` steps (interval, or the last step).
   bool due(long long step) const;
+  /// The first step after `step` at which one is due, or 0 when none is (checkpoint.dir = none).
+  long long next_due(long long step) const;
   /// Saves the state after `step` steps; sample_index is the sampler's next global sample index
   /// and epoch its epoch. Collective over the grid. I/O failures are faults on the rank (abort).
   void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,

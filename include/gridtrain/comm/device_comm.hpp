@@ -35,6 +35,9 @@ class DeviceComm {
   virtual Op recv(void* data, std::size_t bytes, int peer) = 0;
 };
 
+/// What this build has for devices, for --version: "CUDA 13.0 and NCCL 2.28.9 (GPU build)" (the
+/// CUDA runtime and NCCL it was built against), or that it is a CPU build.
+std::string device_build();
 /// CUDA devices visible to this process (0 in a CPU build).
 int cuda_device_count();
 /// Whether this build has the GPU path and at least one CUDA device is visible.

@@ -161,6 +161,7 @@ struct Config {
     std::string dir = "out";
     bool overwrite = false;    ///< a fresh run may replace another run's metrics and checkpoints
     int thermo = 10;           ///< steps between thermo lines
+    bool tensorboard = false;  ///< thermo's figures as TensorBoard event files in dir
     double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = device table (CUDA) or a matmul probe (CPU)
     TimerMode timer = TimerMode::Wall;  ///< sync: synchronize the device at each section stamp
   } output;

@@ -1,12 +1,18 @@
 // Thermo output (rank 0): a header row once, then one fixed-width line every output.thermo steps,
-// mirrored as one JSON object per line into <output.dir>/metrics.jsonl.
+// mirrored as one JSON object per line into <output.dir>/metrics.jsonl and, with
+// output.tensorboard, as TensorBoard scalars (output/tensorboard.hpp); and the estimate of the
+// time remaining that the lines carry (LAMMPS' cpuremain).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "gridtrain/output/tensorboard.hpp"
 #include "gridtrain/util/log.hpp"
+#include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
 
@@ -24,6 +30,28 @@ struct ThermoRow {
                                    ///< and, for 1-bit Adam, its compressed momentum exchange)
   double loss_scale = 1.0;         ///< dynamic loss scale after this step (1 without scaling)
   long long skipped = 0;           ///< updates skipped so far (non-finite or outlier steps)
+  std::uint64_t items_seen = 0;    ///< training items (tokens; images) of all steps so far, the run's before a resume too
+  double elapsed_s = 0;            ///< wall seconds since this run's step loop began
+  double remaining_s = 0;          ///< estimated wall seconds to the last step (RemainingTime)
+  std::optional<double> checkpoint_in_s;  ///< estimated wall seconds to the next checkpoint, if one is due
+  std::array<double, kSectionCount> section_ms{};  ///< wall ms per step over the interval, by timer section
+  double state_mib = 0;            ///< this rank's model state (the memory accountant), MiB
+  double peak_rss_mib = 0;         ///< this process's peak resident set, MiB
+};
+
+/// The wall time to a later step at the mean step time of this run so far (LAMMPS' cpuremain),
+/// the first step left out once there are others: it pays for warm-up (first allocations, the
+/// first collectives). Evaluation and checkpoint time between steps is in the mean.
+class RemainingTime {
+ public:
+  /// Call after each completed step with the run's elapsed wall seconds.
+  void step_done(double elapsed_s);
+  /// Estimated seconds from the last step_done to `steps` more steps.
+  double seconds_for(long long steps) const;
+
+ private:
+  long long done_ = 0;
+  double first_s_ = 0, last_s_ = 0;
 };
 
 class Thermo {
@@ -33,17 +61,23 @@ class Thermo {
   /// drops the later ones, written after the checkpoint it resumes from (saying so), so that a
   /// reader finds one line per step; a fresh run (0) starts the file empty. Throws
   /// std::runtime_error naming the file if it cannot be read or written.
-  /// item: what the rate counts ("token": column Tok/s, key tokens_per_s; "image": Img/s,
-  /// images_per_s); accuracy: a ValAcc column and val_accuracy key (classifiers).
+  /// item: what the rate counts ("token": column Tok/s, keys tokens_per_s and tokens_seen;
+  /// "image": Img/s, images_per_s, images_seen); accuracy: a ValAcc column and val_accuracy key
+  /// (classifiers).
+  /// tensorboard_dir: where TensorBoard event files go (TensorBoardWriter, resumed alike), or ""
+  /// for none.
   Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item = "token",
-         bool accuracy = false);
+         bool accuracy = false, const std::string& tensorboard_dir = "");
   void write(const ThermoRow& row);
 
  private:
+  void write_tensorboard(const ThermoRow& r);
+
   Log& log_;
   std::ofstream jsonl_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
   bool header_done_ = false;
-  std::string rate_header_, rate_key_;
+  std::string rate_header_, rate_key_, seen_key_;
   bool accuracy_;
 };
 
