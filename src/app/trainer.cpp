@@ -14,7 +14,6 @@
 #include "gridtrain/output/thermo.hpp"
 #include "gridtrain/plan/peak.hpp"
 #include "gridtrain/precision/autocast.hpp"
-#include "gridtrain/util/memory.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
@@ -43,7 +42,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   // ZeRO stage 3 loads each rank's pieces straight into its shards: nothing is gathered.
   if (auto path = checkpointer_->resume_path()) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
-    start_step_ = at.step;
+    start_step_ = thermo_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
     publish_masters();
@@ -226,9 +225,7 @@ RunResult Trainer::run() {
   const ModelPlan& m = model_->plan();
   Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier(),
                 cfg_.output.tensorboard ? cfg_.output.dir : "");
-  RemainingTime remaining;
-  std::array<double, kSectionCount> sections_before{};  // the timer's sections at the last thermo line
-  long long thermo_step = start_step_;
+
   double peak = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
   grid_->world().blocking_sum(&peak, 1, "peak FLOP/s");
   const double items_per_step = static_cast<double>(cfg_.train.global_batch) * static_cast<double>(m.items_per_sample());
@@ -257,26 +254,9 @@ RunResult Trainer::run() {
       throughput.exclude(eval.seconds());
       timer_.stamp(Section::Eval);
     }
-    remaining.step_done(timer_.loop_seconds());
+    remaining_.step_done(timer_.loop_seconds());
     if (last || s == 0 || (s + 1) % cfg_.output.thermo == 0 || val) {
-      const auto rate = throughput.interval();
-      ThermoRow row{s + 1, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt,
-                    lr, v.norm, rate.items_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
-                    guard_->skipped_nonfinite() + guard_->skipped_outliers()};
-      row.items_seen = sample_index_ * static_cast<std::uint64_t>(m.items_per_sample());
-      row.elapsed_s = timer_.loop_seconds();
-      row.remaining_s = remaining.seconds_for(steps - (s + 1));
-      if (const long long next = checkpointer_->next_due(s + 1); next > 0)
-        row.checkpoint_in_s = remaining.seconds_for(next - (s + 1));
-      for (std::size_t k = 0; k < kSectionCount; ++k) {
-        const double now = timer_.seconds(static_cast<Section>(k));
-        row.section_ms[k] = 1e3 * (now - sections_before[k]) / static_cast<double>(s + 1 - thermo_step);
-        sections_before[k] = now;
-      }
-      thermo_step = s + 1;
-      row.state_mib = state_bytes().total() / (1024.0 * 1024.0);
-      row.peak_rss_mib = peak_rss_bytes() / (1024.0 * 1024.0);
-      thermo.write(row);
+      thermo.write(thermo_row(s + 1, lr, v, val, step_bytes, throughput.interval()));
       timer_.stamp(Section::Output);
     }
     if (last && val) {

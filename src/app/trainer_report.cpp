@@ -6,6 +6,7 @@
 #include "gridtrain/model/gpt.hpp"
 
 #include "gridtrain/output/rank_stats.hpp"
+#include "gridtrain/util/memory.hpp"
 #include "gridtrain/output/summary.hpp"
 
 namespace gridtrain {
@@ -47,6 +48,23 @@ StateBytes Trainer::state_bytes() {
   for (const auto& [name, t] : optimizer_->rank_state()) b.optimizer += static_cast<double>(t.nbytes());
   if (masters_) b.optimizer += static_cast<double>(masters_->bytes());  // sharded with the optimizer state
   return b;
+}
+
+ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const std::optional<Validation::Result>& val,
+                              std::uint64_t step_bytes, const Throughput::Rate& rate) {
+  ThermoRow row{step, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt, lr,
+                v.norm, rate.items_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
+                guard_->skipped_nonfinite() + guard_->skipped_outliers()};
+  row.items_seen = sample_index_ * static_cast<std::uint64_t>(model_->plan().items_per_sample());
+  row.elapsed_s = timer_.loop_seconds();
+  row.remaining_s = remaining_.seconds_for(cfg_.train.steps - step);
+  if (const long long next = checkpointer_->next_due(step); next > 0)
+    row.checkpoint_in_s = remaining_.seconds_for(next - step);
+  row.section_ms = section_rates_.per_step_ms(timer_, step - thermo_step_);
+  thermo_step_ = step;
+  row.state_mib = state_bytes().total() / (1024.0 * 1024.0);
+  row.peak_rss_mib = peak_rss_bytes() / (1024.0 * 1024.0);
+  return row;
 }
 
 void Trainer::finish(RunResult& r, const Throughput& throughput) {

@@ -127,7 +127,8 @@ bool Checkpointer::due(long long step) const {
 long long Checkpointer::next_due(long long step) const {
   if (!enabled() || step >= cfg_.train.steps) return 0;
   const long long every = cfg_.checkpoint.interval;
-  return every > 0 ? std::min((step / every + 1) * every, cfg_.train.steps) : cfg_.train.steps;
+  const long long last = cfg_.train.steps;
+  return every > 0 ? std::min((step / every + 1) * every, last) : last;
 }
 
 std::string Checkpointer::file_name(long long step) const {

@@ -37,6 +37,16 @@ std::string tag_of(const char* name) {
 
 }  // namespace
 
+std::array<double, kSectionCount> SectionRates::per_step_ms(const Timer& timer, long long steps) {
+  std::array<double, kSectionCount> ms{};
+  for (std::size_t k = 0; k < kSectionCount; ++k) {
+    const double now = timer.seconds(static_cast<Section>(k));
+    ms[k] = 1e3 * (now - before_[k]) / static_cast<double>(std::max(1LL, steps));
+    before_[k] = now;
+  }
+  return ms;
+}
+
 void RemainingTime::step_done(double elapsed_s) {
   if (++done_ == 1) first_s_ = elapsed_s;
   last_s_ = elapsed_s;

@@ -15,7 +15,7 @@ run() {
     --train.eval_interval=10 --output.tensorboard=true "$@" > "$work/run.txt" 2>&1 || { cat "$work/run.txt"; fail "run $*"; }
 }
 run --train.steps=20
-run --train.steps=30 --checkpoint.resume="$work/ckpt/step-00000010.h5"
+run --train.steps=30 --checkpoint.resume="$work/ckpt/step-00000010.h5" --output.overwrite=true  # replaces step 20
 grep -q "dropped 2 TensorBoard event(s) after step 10" "$work/run.txt" || fail "the resume did not say what it dropped"
 "$python" - "$work/out" <<'PY' || fail "event files do not match metrics.jsonl"
 import json, math, sys
@@ -45,7 +45,8 @@ for key, tag in keys.items():
     got = {e.step: e.value for e in acc.Scalars(tag)}
     assert got.keys() == want.keys(), f"{tag}: steps {sorted(got)} != {sorted(want)}"
     for step, v in want.items():
-        assert math.isclose(got[step], v, rel_tol=1e-6, abs_tol=1e-30), f"{tag} at step {step}: {got[step]} != {v}"
+        # metrics.jsonl prints 6 (rates, times) or 8 significant digits; TensorBoard holds fp32
+        assert math.isclose(got[step], v, rel_tol=1e-5, abs_tol=1e-30), f"{tag} at step {step}: {got[step]} != {v}"
         checked += 1
 print(f"OK: {len(tags)} tags, {checked} values equal to metrics.jsonl's at steps {steps}")
 PY

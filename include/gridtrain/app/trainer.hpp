@@ -23,6 +23,7 @@
 #include "gridtrain/optim/master_weights.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/output/summary.hpp"
+#include "gridtrain/output/thermo.hpp"
 #include "gridtrain/parallel/data_parallel.hpp"
 #include "gridtrain/parallel/pipeline_engine.hpp"
 #include "gridtrain/parallel/replica_state.hpp"
@@ -77,6 +78,10 @@ class Trainer {
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
   /// global norm, brought to the host together.
   std::pair<double, double> loss_and_grad_sq(const torch::Tensor& loss) const;
+  /// The thermo line after `step` steps: the step's figures, the interval's rate and sections,
+  /// the time remaining, the memory.
+  ThermoRow thermo_row(long long step, double lr, const Verdict& v, const std::optional<Validation::Result>& val,
+                       std::uint64_t step_bytes, const Throughput::Rate& rate);
   /// Prints the summary and fills the rest of the result.
   void finish(RunResult& r, const Throughput& throughput);
 
@@ -107,6 +112,9 @@ class Trainer {
   std::unique_ptr<StepTraffic> traffic_;  // training traffic on dp, tp, pp (the tied pair included)
   long long start_step_ = 0;
   std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
+  RemainingTime remaining_;         // the thermo lines' time remaining
+  SectionRates section_rates_;      // the thermo interval's sections
+  long long thermo_step_ = 0;       // the step of the last thermo line (start_step_ before the first)
 };
 
 }  // namespace gridtrain

@@ -39,6 +39,16 @@ struct ThermoRow {
   double peak_rss_mib = 0;         ///< this process's peak resident set, MiB
 };
 
+/// Each timer section's wall ms per step since the previous call: a thermo interval's breakdown.
+class SectionRates {
+ public:
+  /// `steps`: steps since the previous call (or since the timer was reset, at the first).
+  std::array<double, kSectionCount> per_step_ms(const Timer& timer, long long steps);
+
+ private:
+  std::array<double, kSectionCount> before_{};
+};
+
 /// The wall time to a later step at the mean step time of this run so far (LAMMPS' cpuremain),
 /// the first step left out once there are others: it pays for warm-up (first allocations, the
 /// first collectives). Evaluation and checkpoint time between steps is in the mean.
