@@ -233,11 +233,7 @@ TEST_CASE("2-byte weights: the fp32 masters saved at (2,2,2) with ZeRO 1 load at
   next.checkpoint.resume = file;
   Trainer resumed(next, MPI_COMM_WORLD, quiet, 1.0);
   REQUIRE(resumed.start_step() == 4);
-  auto pieces = resumed.masters()->masters();
-  for (const auto& s : resumed.optimizer().state()) pieces.push_back(s);
-  for (const auto& piece : pieces) {
-    CAPTURE(piece.name);
-    CHECK(torch::equal(piece.param, want.at(piece.name).reshape(-1).narrow(0, piece.offset, piece.param.numel())));
-  }
+  check_pieces(resumed.masters()->masters(), want);
+  check_pieces(resumed.optimizer().state(), want);
   CHECK(resumed.run().losses.size() == 2);
 }

@@ -86,6 +86,15 @@ std::vector<torch::Tensor> snapshot(Trainer& t) {
   return out;
 }
 
+void check_pieces(const std::vector<NamedParameter>& pieces, const std::map<std::string, torch::Tensor>& whole) {
+  for (const auto& piece : pieces) {
+    CAPTURE(piece.name);
+    REQUIRE(whole.count(piece.name) == 1);
+    const auto want = whole.at(piece.name).reshape(-1).narrow(0, piece.offset, piece.param.numel());
+    CHECK(torch::equal(piece.param, want));
+  }
+}
+
 void check_same_run(const RunResult& got, const RunResult& want, double tolerance) {
   auto rel = [](double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); };
   REQUIRE(got.losses.size() == want.losses.size());

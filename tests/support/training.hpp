@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ inline double rel(const torch::Tensor& a, const torch::Tensor& b) {
   const auto d = b.to(torch::kDouble);
   return ((a.to(torch::kDouble) - d).norm() / d.norm().clamp_min(1e-30)).item<double>();
 }
+/// Checks that each piece (a ZeRO piece: a flat view with an offset) holds the elements of the
+/// whole tensor of its name at its offset, bit for bit.
+void check_pieces(const std::vector<NamedParameter>& pieces, const std::map<std::string, torch::Tensor>& whole);
 /// Checks that two runs have the same loss and gradient norm at every step, within `tolerance`
 /// relative.
 void check_same_run(const RunResult& got, const RunResult& want, double tolerance = 1e-6);
