@@ -52,12 +52,21 @@ StateBytes Trainer::state_bytes() {
 
 ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const std::optional<Validation::Result>& val,
                               std::uint64_t step_bytes, const Throughput::Rate& rate) {
-  ThermoRow row{step, v.loss, val ? std::optional(val->loss) : std::nullopt, val ? val->accuracy : std::nullopt, lr,
-                v.norm, rate.items_per_s, rate.step_ms, rate.mfu, step_bytes, guard_->loss_scale(),
-                guard_->skipped_nonfinite() + guard_->skipped_outliers()};
-  row.items_seen = sample_index_ * static_cast<std::uint64_t>(model_->plan().items_per_sample());
-  row.elapsed_s = timer_.loop_seconds();
-  row.remaining_s = remaining_.seconds_for(cfg_.train.steps - step);
+  ThermoRow row{.step = step,
+                .loss = v.loss,
+                .val_loss = val ? std::optional(val->loss) : std::nullopt,
+                .val_accuracy = val ? val->accuracy : std::nullopt,
+                .lr = lr,
+                .grad_norm = v.norm,
+                .items_per_s = rate.items_per_s,
+                .step_ms = rate.step_ms,
+                .mfu = rate.mfu,
+                .comm_bytes = step_bytes,
+                .loss_scale = guard_->loss_scale(),
+                .skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers(),
+                .items_seen = sample_index_ * static_cast<std::uint64_t>(model_->plan().items_per_sample()),
+                .elapsed_s = timer_.loop_seconds(),
+                .remaining_s = remaining_.seconds_for(cfg_.train.steps - step)};
   if (const long long next = checkpointer_->next_due(step); next > 0)
     row.checkpoint_in_s = remaining_.seconds_for(next - step);
   row.section_ms = section_rates_.per_step_ms(timer_, step - thermo_step_);

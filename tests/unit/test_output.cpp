@@ -45,7 +45,10 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-ThermoRow row(long long step) { return {step, 2.0, std::nullopt, std::nullopt, 1e-3, 0.5, 1000.0, 10.0, 0.1, 64, 1.0, 0}; }
+ThermoRow row(long long step) {
+  return {.step = step, .loss = 2.0, .lr = 1e-3, .grad_norm = 0.5, .items_per_s = 1000.0, .step_ms = 10.0, .mfu = 0.1,
+          .comm_bytes = 64};
+}
 
 }  // namespace
 

@@ -17,26 +17,26 @@
 namespace gridtrain {
 
 struct ThermoRow {
-  long long step;                  ///< optimizer steps completed
-  double loss;                     ///< mean training loss of this step over the global batch, nats/token
-  std::optional<double> val_loss;  ///< validation loss when computed at this step, nats/item
-  std::optional<double> val_accuracy;  ///< classifiers: top-1 validation accuracy when computed
-  double lr;                       ///< learning rate used by this step
-  double grad_norm;                ///< global L2 norm before clipping
-  double items_per_s;             ///< global items (tokens; images) per second over the interval
-  double step_ms;                  ///< wall ms per step over the interval (evaluation excluded)
-  double mfu;                      ///< model FLOPs utilization, fraction of peak
-  std::uint64_t comm_bytes;        ///< bytes this rank sent on the dp axis in this step (gradients
-                                   ///< and, for 1-bit Adam, its compressed momentum exchange)
-  double loss_scale = 1.0;         ///< dynamic loss scale after this step (1 without scaling)
-  long long skipped = 0;           ///< updates skipped so far (non-finite or outlier steps)
-  std::uint64_t items_seen = 0;    ///< training items (tokens; images) of all steps so far, the run's before a resume too
-  double elapsed_s = 0;            ///< wall seconds since this run's step loop began
-  double remaining_s = 0;          ///< estimated wall seconds to the last step (RemainingTime)
-  std::optional<double> checkpoint_in_s;  ///< estimated wall seconds to the next checkpoint, if one is due
+  long long step = 0;                   ///< optimizer steps completed
+  double loss = 0;                      ///< mean training loss of this step over the global batch, nats/token
+  std::optional<double> val_loss = {};  ///< validation loss when computed at this step, nats/item
+  std::optional<double> val_accuracy = {};  ///< classifiers: top-1 validation accuracy when computed
+  double lr = 0;                        ///< learning rate used by this step
+  double grad_norm = 0;                 ///< global L2 norm before clipping
+  double items_per_s = 0;               ///< global items (tokens; images) per second over the interval
+  double step_ms = 0;                   ///< wall ms per step over the interval (evaluation excluded)
+  double mfu = 0;                       ///< model FLOPs utilization, fraction of peak
+  std::uint64_t comm_bytes = 0;         ///< bytes this rank sent on the dp axis in this step (gradients
+                                        ///< and, for 1-bit Adam, its compressed momentum exchange)
+  double loss_scale = 1.0;              ///< dynamic loss scale after this step (1 without scaling)
+  long long skipped = 0;                ///< updates skipped so far (non-finite or outlier steps)
+  std::uint64_t items_seen = 0;         ///< training items (tokens; images) of every step so far, a resumed run's too
+  double elapsed_s = 0;                 ///< wall seconds since this run's step loop began
+  double remaining_s = 0;               ///< estimated wall seconds to the last step (RemainingTime)
+  std::optional<double> checkpoint_in_s = {};  ///< estimated wall seconds to the next checkpoint, if one is due
   std::array<double, kSectionCount> section_ms{};  ///< wall ms per step over the interval, by timer section
-  double state_mib = 0;            ///< this rank's model state (the memory accountant), MiB
-  double peak_rss_mib = 0;         ///< this process's peak resident set, MiB
+  double state_mib = 0;                 ///< this rank's model state (the memory accountant), MiB
+  double peak_rss_mib = 0;              ///< this process's peak resident set, MiB
 };
 
 /// Each timer section's wall ms per step since the previous call: a thermo interval's breakdown.
