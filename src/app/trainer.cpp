@@ -225,7 +225,6 @@ RunResult Trainer::run() {
   const ModelPlan& m = model_->plan();
   Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier(),
                 cfg_.output.tensorboard ? cfg_.output.dir : "");
-
   double peak = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
   grid_->world().blocking_sum(&peak, 1, "peak FLOP/s");
   const double items_per_step = static_cast<double>(cfg_.train.global_batch) * static_cast<double>(m.items_per_sample());

@@ -1,13 +1,13 @@
 // The Trainer's reports, apart from its loop (as LAMMPS keeps Finish::end apart from
-// Verlet::run): the setup lines before the first step, the memory accountant, and the counters
-// the end-of-run summary (output/summary.hpp) prints.
+// Verlet::run): the setup lines before the first step, the memory accountant, the thermo rows,
+// and the counters the end-of-run summary (output/summary.hpp) prints.
 #include "gridtrain/app/trainer.hpp"
 
 #include "gridtrain/model/gpt.hpp"
 
 #include "gridtrain/output/rank_stats.hpp"
-#include "gridtrain/util/memory.hpp"
 #include "gridtrain/output/summary.hpp"
+#include "gridtrain/util/memory.hpp"
 
 namespace gridtrain {
 
