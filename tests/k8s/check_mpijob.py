@@ -56,9 +56,7 @@ def job_problems(job):
     label = f"{name}-worker-{(worker or {}).get('replicas', 1) - 1}"
     if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", label) or len(label) > 63:
         bad.append(f"metadata.name {name!r}: {label!r} is not a DNS-1035 label of <= 63 characters")
-    if bad:
-        return bad
-    return bad + gridtrain_problems(spec, launcher, worker)
+    return bad or gridtrain_problems(spec, launcher, worker)
 
 
 def gridtrain_problems(spec, launcher, worker):

@@ -121,12 +121,8 @@ TEST_CASE("2-byte weights: a checkpoint of fp32 masters from ZeRO 3 at dp = 4 lo
           "weights on 1 rank, bit-exact", "[np4]") {
   const auto dir = shared_dir("bf16-reshard");
   Log quiet(false);
-  Config c = bf16_config(dir, 3, 3);
-  c.checkpoint.dir = dir + "/ckpt";
-  quiet_run(c);
   // The reference: the file loaded at stage 0 on dp = 4, whole masters and state on every rank.
-  Config load = bf16_config(dir, 5, 0);
-  load.checkpoint.resume = {Resume::Mode::Path, dir + "/ckpt/step-00000003.h5"};
+  const Config load = save_at_stage3(dir, [&](int steps, int stage) { return bf16_config(dir, steps, stage); });
   Trainer dp4(load, MPI_COMM_WORLD, quiet, 1.0);
   const auto whole = fp32_state(dp4);
   for (auto& p : dp4.model().named_parameters(true))  // each parameter is its master rounded to bf16

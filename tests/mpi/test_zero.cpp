@@ -114,12 +114,8 @@ TEST_CASE("ZeRO resume at (2, 2, 2) is bit-exact: every dp rank writes and reads
 TEST_CASE("a stage-3 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 rank stage 0, bit-exact", "[np4]") {
   const auto dir = shared_dir("zero-reshard");
   Log quiet(false);
-  Config c = zero_config(dir, 3, 3);
-  c.checkpoint.dir = dir + "/ckpt";
-  quiet_run(c);
   // The reference: the same file loaded at stage 0 on dp = 4 (whole tensors on every rank).
-  Config load = zero_config(dir, 5, 0);
-  load.checkpoint.resume = {Resume::Mode::Path, dir + "/ckpt/step-00000003.h5"};
+  const Config load = save_at_stage3(dir, [&](int steps, int stage) { return zero_config(dir, steps, stage); });
   Trainer dp4(load, MPI_COMM_WORLD, quiet, 1.0);
   const auto saved = snapshot(dp4);
   std::map<std::string, torch::Tensor> whole;  // the whole optimizer state as loaded

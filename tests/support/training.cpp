@@ -86,6 +86,15 @@ std::vector<torch::Tensor> snapshot(Trainer& t) {
   return out;
 }
 
+Config save_at_stage3(const std::string& dir, const std::function<Config(int steps, int stage)>& config) {
+  Config c = config(3, 3);
+  c.checkpoint.dir = dir + "/ckpt";
+  quiet_run(c);
+  Config load = config(5, 0);
+  load.checkpoint.resume = {Resume::Mode::Path, dir + "/ckpt/step-00000003.h5"};
+  return load;
+}
+
 void check_pieces(const std::vector<NamedParameter>& pieces, const std::map<std::string, torch::Tensor>& whole) {
   for (const auto& piece : pieces) {
     CAPTURE(piece.name);

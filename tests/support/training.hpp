@@ -41,6 +41,9 @@ inline double rel(const torch::Tensor& a, const torch::Tensor& b) {
   const auto d = b.to(torch::kDouble);
   return ((a.to(torch::kDouble) - d).norm() / d.norm().clamp_min(1e-30)).item<double>();
 }
+/// The reshard tests' start: trains config(3, 3) (3 steps at ZeRO stage 3) into dir/ckpt and
+/// returns config(5, 0), stage 0 resuming from that step-3 file: whole tensors, the reference.
+Config save_at_stage3(const std::string& dir, const std::function<Config(int steps, int stage)>& config);
 /// Checks that each piece (a ZeRO piece: a flat view with an offset) holds the elements of the
 /// whole tensor of its name at its offset, bit for bit.
 void check_pieces(const std::vector<NamedParameter>& pieces, const std::map<std::string, torch::Tensor>& whole);
