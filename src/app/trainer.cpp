@@ -117,7 +117,12 @@ void Trainer::build_model() {
   // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
   // nothing is gathered.
   if (dp_->zero_stage() == 3 || masters_) checkpointer_->use_parameter_pieces(named);
+  const std::vector<NamedParameter> pieces = named;
   optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
+  if (cfg_.sparsity.enabled()) {  // masks over the pieces the optimizer updates
+    sparse_ = std::make_unique<SparseTraining>(cfg_, *model_, pieces, *optimizer_, *grid_, dp_->zero_stage() > 0);
+    checkpointer_->add_state("sparse", sparse_->masks());
+  }
   const ModelPlan& plan = model_->plan();
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
                                              [&plan](int rows) { return plan.activation_shape(rows); },
@@ -195,6 +200,12 @@ Verdict Trainer::train_step(long long s, double lr) {
   for (const auto i : tied_) tied.push_back(reducer.reduced_gradient(i));
   engine_->sum_tied_gradients(tied);
   timer_.stamp(Section::PpComm);
+  if (sparse_) {  // before the norm: clipping sees the gradient the update applies
+    std::vector<torch::Tensor> grads;
+    for (std::size_t i = 0; i < model_->parameters().size(); ++i) grads.push_back(reducer.reduced_gradient(i));
+    sparse_->mask_gradients(s, grads);
+    timer_.stamp(Section::Optim);
+  }
   mine.counts_loss = model_->last_stage() && tp.rank() == 0;  // one rank per replica
   std::tie(mine.loss, mine.grad_sq) = loss_and_grad_sq(loss);
   const Verdict v = guard_->judge(s, mine, reducer.exchange() == GradExchange::Local);
@@ -204,6 +215,7 @@ Verdict Trainer::train_step(long long s, double lr) {
     if (masters_) masters_->load_gradients(v.grad_factor);  // unscaled and clipped in fp32
     else if (v.grad_factor != 1.0) reducer.scale(v.grad_factor);  // unscale and clip in one pass
     optimizer_->step(lr);
+    if (sparse_) sparse_->after_update(s);
     if (masters_) masters_->publish();
     parameters().all_gather();  // ZeRO stages 1-2: every rank's updated shard to every rank
     replica_->average();

@@ -32,6 +32,7 @@ void Trainer::describe_setup() const {
                                          "master weights and optimizer state" : "fp32 weights and optimizer state";
   log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, " + weights +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
+  if (sparse_) log_.print(sparse_->describe());
   if (cfg_.train.recompute == Recompute::Selective && fused_attention(cfg_))
     log_.warn(std::string("train.recompute = selective with sdpa attention (model.attention = ") + name_of(cfg_.model.attention) +
               ") keeps the same activations as none and adds the attention's forward again: sdpa never stores the "
@@ -73,6 +74,7 @@ ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const
   thermo_step_ = step;
   row.state_mib = state_bytes().total() / (1024.0 * 1024.0);
   row.peak_rss_mib = peak_rss_bytes() / (1024.0 * 1024.0);
+  if (sparse_) row.sparsity = sparse_->report();
   return row;
 }
 
@@ -84,8 +86,9 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   r.skipped = guard_->skipped_nonfinite() + guard_->skipped_outliers();
   r.loss_scale = guard_->loss_scale();
   const ModelPlan& m = model_->plan();
-  const RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
-                             state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
+  RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
+                       state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
+  if (sparse_) counters.sparsity = sparse_->report();
   print_summary(r, counters, cfg_, timer_, dp_->reducer(), *checkpointer_, *guard_, *grid_, log_);
 }
 

@@ -153,11 +153,12 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Opti
     const auto spec = model.shard(name);
     all["/model/" + name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, t, spec};
   }
-  for (const auto& st : opt.state()) {
+  auto add = [&](const std::string& dataset, const NamedParameter& st) {
     const auto spec = model.shard(st.name.substr(0, st.name.find('/')));  // "<param>/<state>"
-    all["/optim/" + st.name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, st.param, spec, st.shape,
-                                st.offset};
-  }
+    all[dataset] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, st.param, spec, st.shape, st.offset};
+  };
+  for (const auto& st : opt.state()) add("/optim/" + st.name, st);
+  for (const auto& [dataset, st] : extra_state_) add(dataset, st);
   std::string mine;
   for (const auto& [name, e] : all) {
     mine += name;
@@ -183,6 +184,10 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Opti
 
 void Checkpointer::use_parameter_pieces(const std::vector<NamedParameter>& pieces) {
   for (const auto& p : pieces) parameter_pieces_[p.name] = p;
+}
+
+void Checkpointer::add_state(const std::string& group, const std::vector<NamedParameter>& tensors) {
+  for (const auto& t : tensors) extra_state_.emplace_back("/" + group + "/" + t.name, t);
 }
 
 bool Checkpointer::writes(const Entry& e) const {

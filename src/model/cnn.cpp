@@ -123,6 +123,18 @@ ShardSpec Cnn::shard(const std::string& name) const {
   throw std::invalid_argument("Cnn has no tensor " + name);
 }
 
+TensorClass Cnn::tensor_class(const std::string& name) const {
+  return name == "head.weight" ? TensorClass::Head : Model::tensor_class(name);
+}
+
+double Cnn::weight_flops_per_item(const std::string& name) const {
+  if (tensor_class(name) != TensorClass::Conv) return Model::weight_flops_per_item(name);
+  const int stage = unit_of(name);  // stage s sees (H/2^s)·(W/2^s) positions
+  const CnnShape& s = plan_.shape();
+  const double positions = static_cast<double>(s.height >> stage) * static_cast<double>(s.width >> stage);
+  return 6.0 * positions * static_cast<double>(named_parameters(true)[name].numel());
+}
+
 std::string Cnn::describe() const { return "cnn, channels " + comma_list(plan_.shape().widths); }
 
 int Cnn::unit_of(const std::string& name) const {

@@ -132,6 +132,16 @@ std::vector<std::string> Gpt::tied_parameters() const {
   return {};
 }
 
+TensorClass Gpt::tensor_class(const std::string& name) const {
+  return name == "wte.weight" || name == "wpe.weight" ? TensorClass::Embedding : Model::tensor_class(name);
+}
+
+double Gpt::weight_flops_per_item(const std::string& name) const {
+  if (name != "wte.weight") return Model::weight_flops_per_item(name);
+  const auto& vc = shard(name).global_shape;
+  return 6.0 * static_cast<double>(vc[0]) * static_cast<double>(vc[1]);
+}
+
 std::string Gpt::describe() const {
   return std::string("gpt, attention ") + (shape().fused_attention ? "sdpa" : "math");
 }

@@ -173,6 +173,17 @@ std::vector<std::string> Llama::tied_parameters() const {
   return {};
 }
 
+TensorClass Llama::tensor_class(const std::string& name) const {
+  if (name == "model.embed_tokens.weight") return TensorClass::Embedding;
+  return name == "lm_head.weight" ? TensorClass::Head : Model::tensor_class(name);
+}
+
+double Llama::weight_flops_per_item(const std::string& name) const {
+  if (name != "model.embed_tokens.weight" || !shape().tie_embeddings) return Model::weight_flops_per_item(name);
+  const auto& vc = shard(name).global_shape;
+  return 6.0 * static_cast<double>(vc[0]) * static_cast<double>(vc[1]);
+}
+
 std::string Llama::describe() const {
   const auto& s = shape();
   return std::string("llama, attention ") + (s.fused_attention ? "sdpa" : "math") + ", " + std::to_string(s.n_head) +

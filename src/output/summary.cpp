@@ -69,6 +69,34 @@ void print_exchange(const RunCounters& counters, const std::array<double, 3>& by
             fmt("%.0f", bytes[1]) + ", pp " + fmt("%.0f", bytes[2]) + "\n");
 }
 
+// The masks' zeros, and the training FLOPs a sparse kernel would need against the dense ones that ran.
+void print_sparsity(const SparsityReport& r, const std::string& item, Log& log) {
+  auto pct = [](double x) { return fmt("%.2f", 100.0 * x) + " %"; };
+  std::string classes;
+  for (const auto& [name, zeros] : r.by_class) classes += (classes.empty() ? "" : ", ") + name + " " + pct(zeros);
+  log.print("\nSparsity: " + pct(r.sparsified) + " zeros in the sparsified tensors, " + pct(r.model) +
+            " of all parameters (by class: " + classes + ")\n");
+  log.print("Training FLOPs per " + item + " as Evci et al. 2020 count them: " + fmt("%.4g", r.mean_flops_per_item) +
+            " mean over the run's steps, " + fmt("%.4g", r.flops_per_item) + " at the final masks, dense " +
+            fmt("%.4g", r.dense_flops_per_item) + "; in the sparsified tensors' products " +
+            fmt("%.4g", r.mean_layer_flops_per_item) + " mean, " +
+            pct(1.0 - r.mean_layer_flops_per_item / r.layer_dense_flops_per_item) + " fewer than dense (" +
+            fmt("%.4g", r.layer_dense_flops_per_item) + "). The step time and MFU above are the dense kernels' that "
+            "ran (MFU against dense FLOPs): masked weights are multiplied like any other\n");
+}
+
+// summary.json's "sparsity" object.
+std::string sparsity_json(const SparsityReport& r) {
+  std::string classes;
+  for (const auto& [name, zeros] : r.by_class) classes += (classes.empty() ? "" : ", ") + ("\"" + name + "\": ") + fmt("%.9g", zeros);
+  return ", \"sparsity\": {\"sparsified\": " + fmt("%.9g", r.sparsified) + ", \"model\": " + fmt("%.9g", r.model) +
+         ", \"by_class\": {" + classes + "}, \"flops_per_item\": " + fmt("%.9g", r.flops_per_item) +
+         ", \"dense_flops_per_item\": " + fmt("%.9g", r.dense_flops_per_item) + ", \"mean_flops_per_item\": " +
+         fmt("%.9g", r.mean_flops_per_item) + ", \"layer_flops_per_item\": " + fmt("%.9g", r.layer_flops_per_item) +
+         ", \"layer_dense_flops_per_item\": " + fmt("%.9g", r.layer_dense_flops_per_item) +
+         ", \"mean_layer_flops_per_item\": " + fmt("%.9g", r.mean_layer_flops_per_item) + "}";
+}
+
 // <output.dir>/summary.json: the numbers of the report for scripts (scripts/scaling), one object.
 std::string summary_json(const RunResult& run, const RunCounters& counters, const Config& c, const Breakdown& b,
                          const std::array<double, 3>& bytes, int micro_batch, Grid& grid) {
@@ -108,6 +136,7 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
                     ", \"pp\": " + num(bytes[2]) + "}";
   if (run.final_val_loss) out += ", \"final_val_loss\": " + num(*run.final_val_loss);
   if (run.final_val_accuracy) out += ", \"final_val_accuracy\": " + num(*run.final_val_accuracy);
+  if (counters.sparsity) out += sparsity_json(*counters.sparsity);
   return out + "}\n";
 }
 
@@ -202,6 +231,7 @@ void print_summary(const RunResult& run, const RunCounters& counters, const Conf
   print_pipeline(c, b, guard.micro_batch(), grid, log);
   print_stability(c, checkpointer, guard, log);
   print_memory(counters, grid, log);
+  if (counters.sparsity) print_sparsity(*counters.sparsity, counters.item, log);
   const std::string per = "/" + counters.item;
   if (run.final_val_loss)
     log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats" + per + " (" +

@@ -88,17 +88,20 @@ void Thermo::write(const ThermoRow& r) {
   if (!log_.active()) return;
   char line[256];
   if (!header_done_) {
-    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s %10s\n", "Step", "Loss", "ValLoss", "LR",
-                  "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "", "Remain");
+    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s%s %10s\n", "Step", "Loss", "ValLoss", "LR",
+                  "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "",
+                  r.sparsity ? " Sparse%" : "", "Remain");
     log_.print(line);
     header_done_ = true;
   }
   char val[16] = "        -", acc[16] = "         -";
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
   if (r.val_accuracy) std::snprintf(acc, sizeof acc, "%10.4f", *r.val_accuracy);
-  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s %10s\n", r.step, r.loss,
+  char sparse[16] = "";
+  if (r.sparsity) std::snprintf(sparse, sizeof sparse, " %7.2f", 100.0 * r.sparsity->sparsified);
+  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s%s %10s\n", r.step, r.loss,
                 val, r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "",
-                clock_text(r.remaining_s).c_str());
+                sparse, clock_text(r.remaining_s).c_str());
   log_.print(line);
 
   std::string json;
@@ -126,6 +129,15 @@ void Thermo::write(const ThermoRow& r) {
   add("elapsed_s", "%.6g", r.elapsed_s);
   add("remaining_s", "%.6g", r.remaining_s);
   if (r.checkpoint_in_s) add("checkpoint_in_s", "%.6g", *r.checkpoint_in_s);
+  if (const auto& s = r.sparsity) {
+    add("sparsity", "%.8g", s->sparsified);
+    add("sparsity_model", "%.8g", s->model);
+    for (const auto& [name, zeros] : s->by_class) add(("sparsity_" + name).c_str(), "%.8g", zeros);
+    add("flops_per_item", "%.8g", s->flops_per_item);
+    add("dense_flops_per_item", "%.8g", s->dense_flops_per_item);
+    add("layer_flops_per_item", "%.8g", s->layer_flops_per_item);
+    add("layer_dense_flops_per_item", "%.8g", s->layer_dense_flops_per_item);
+  }
   jsonl_ << json << "}\n" << std::flush;
   if (tensorboard_) write_tensorboard(r);
 }
@@ -139,6 +151,13 @@ void Thermo::write_tensorboard(const ThermoRow& r) {
                {"comm/dp_bytes_per_step", static_cast<double>(r.comm_bytes)}};
   if (r.val_loss) s.emplace_back("loss/val", *r.val_loss);
   if (r.val_accuracy) s.emplace_back("accuracy/val", *r.val_accuracy);
+  if (const auto& sp = r.sparsity) {
+    s.emplace_back("sparsity/sparsified", sp->sparsified);
+    s.emplace_back("sparsity/model", sp->model);
+    for (const auto& [name, zeros] : sp->by_class) s.emplace_back("sparsity/" + name, zeros);
+    s.emplace_back("flops/per_item", sp->flops_per_item);
+    s.emplace_back("flops/dense_per_item", sp->dense_flops_per_item);
+  }
   for (std::size_t k = 0; k < kSectionCount; ++k)
     s.emplace_back("time/" + tag_of(section_name(static_cast<Section>(k))) + "_ms", r.section_ms[k]);
   tensorboard_->write(r.step, s);

@@ -16,16 +16,6 @@ using namespace gridtrain::test;
 
 namespace {
 
-// A shared scratch directory (made by rank 0) with 256 training and 64 test images.
-std::string image_dir(const std::string& name) {
-  std::string dir;
-  if (world_rank() == 0) {
-    dir = temp_dir(name);
-    make_images(dir, 256, 64);
-  }
-  return bcast(dir, MPI_COMM_WORLD);
-}
-
 // Σ of this rank's batch-norm running statistics, equal on every rank (min = max over ranks).
 void check_replicas_agree(Trainer& t) {
   double sum = 0;
@@ -39,7 +29,7 @@ void check_replicas_agree(Trainer& t) {
 }  // namespace
 
 TEST_CASE("cnn at dp = 2 trains as one rank running the same micro-batches", "[np2]") {
-  const auto dir = image_dir("cnn-dp");
+  const auto dir = shared_image_dir("cnn-dp");
   Log quiet(false);
   Config c = tiny_cnn(dir, 8, 8);  // micro-batch 4: dp 2 x 1, or 1 rank x accumulation 2
   Trainer dp2(c, MPI_COMM_WORLD, quiet, 1.0);
@@ -59,7 +49,7 @@ TEST_CASE("cnn at dp = 2 trains as one rank running the same micro-batches", "[n
 }
 
 TEST_CASE("cnn under ZeRO stage 3 at dp = 2 trains as stage 0", "[np2]") {
-  const auto dir = image_dir("cnn-zero");
+  const auto dir = shared_image_dir("cnn-zero");
   Log quiet(false);
   Config c = tiny_cnn(dir, 8, 8);
   const RunResult base = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
@@ -72,7 +62,7 @@ TEST_CASE("cnn under ZeRO stage 3 at dp = 2 trains as stage 0", "[np2]") {
 }
 
 TEST_CASE("cnn resumes bit for bit, batch-norm running statistics included", "[np2]") {
-  const auto dir = image_dir("cnn-resume");
+  const auto dir = shared_image_dir("cnn-resume");
   check_resume([&](int steps) {
     Config c = tiny_cnn(dir, steps, 8);
     c.data.random_crop = 2;
@@ -82,7 +72,7 @@ TEST_CASE("cnn resumes bit for bit, batch-norm running statistics included", "[n
 }
 
 TEST_CASE("cnn learns the synthetic classes well above chance", "[np2]") {
-  const auto dir = image_dir("cnn-learns");
+  const auto dir = shared_image_dir("cnn-learns");
   Log quiet(false);
   Config c = tiny_cnn(dir, 40, 16);
   c.optim.lr = 3e-3;
@@ -93,7 +83,7 @@ TEST_CASE("cnn learns the synthetic classes well above chance", "[np2]") {
 }
 
 TEST_CASE("cnn refuses tensor and pipeline parallelism by name", "[np2]") {
-  const auto dir = image_dir("cnn-tp");
+  const auto dir = shared_image_dir("cnn-tp");
   Log quiet(false);
   for (const auto& [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}}) {
     Config c = tiny_cnn(dir, 2, 8);
@@ -105,7 +95,7 @@ TEST_CASE("cnn refuses tensor and pipeline parallelism by name", "[np2]") {
 }
 
 TEST_CASE("cnn: a skipped step leaves the batch-norm statistics as they were; bf16 trains", "[np2]") {
-  const auto dir = image_dir("cnn-skip");
+  const auto dir = shared_image_dir("cnn-skip");
   Log quiet(false);
   Config c = tiny_cnn(dir, 2, 8);
   Trainer two(c, MPI_COMM_WORLD, quiet, 1.0);

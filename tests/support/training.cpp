@@ -32,6 +32,15 @@ std::string shared_dir(const std::string& name) {
   return test::bcast(dir, MPI_COMM_WORLD);
 }
 
+std::string shared_image_dir(const std::string& name) {
+  std::string dir;
+  if (world_rank() == 0) {
+    dir = test::temp_dir(name);
+    test::make_images(dir, 256, 64);
+  }
+  return test::bcast(dir, MPI_COMM_WORLD);
+}
+
 Config tiny(const std::string& dir, int steps, int global_batch) {
   Config c = parse_config("", "test", {});
   c.data.path = dir + "/corpus.h5";
@@ -83,6 +92,8 @@ std::vector<torch::Tensor> snapshot(Trainer& t) {
   for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
   if (const MasterWeights* m = t.masters())
     for (const auto& p : m->masters()) out.push_back(p.param.clone());
+  if (SparseTraining* sparse = t.sparsity())
+    for (const auto& m : sparse->masks()) out.push_back(m.param.clone());
   return out;
 }
 

@@ -18,6 +18,9 @@ int world_rank();
 int world_size();
 /// A shared scratch directory (made by rank 0) with a small corpus in it; collective over world.
 std::string shared_dir(const std::string& name);
+/// A shared scratch directory (made by rank 0) with 256 training and 64 test images (make_images)
+/// for tiny_cnn; collective over world.
+std::string shared_image_dir(const std::string& name);
 /// A 2-layer GPT on dir's corpus, micro-batch 2, warmup 4 and decay 8 steps (so that a short
 /// run is a prefix of a longer one).
 Config tiny(const std::string& dir, int steps, int global_batch);
@@ -31,7 +34,8 @@ Config as_family(Config c, const std::string& family);
 Config tiny_cnn(const std::string& dir, int steps, int global_batch);
 /// Trains c on comm (quietly; peak 1 GFLOP/s) and returns the result.
 RunResult quiet_run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD);
-/// Copies of every parameter, batch-norm statistic, optimizer state tensor and fp32 master weight.
+/// Copies of every parameter, batch-norm statistic, optimizer state tensor, fp32 master weight and
+/// sparsity mask.
 std::vector<torch::Tensor> snapshot(Trainer& t);
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
 /// |a − b| / |b| (b's magnitude floored at 1e-30).

@@ -108,6 +108,23 @@ TEST_CASE("2-byte weights are refused by name where they cannot run, every probl
   CHECK_THAT(problems("[precision]\nweights = fp8\n"), Catch::Contains("precision.weights") && Catch::Contains("fp8"));
 }
 
+TEST_CASE("sparsity keys parse, and what cannot run is refused by name, every problem at once", "[config]") {
+  const auto c = parse_config("[sparsity]\nmethod = rigl\ntarget = 0.9\ntensors = matrix,head\ndistribution = erk\n",
+                              "in.test", {});
+  CHECK(c.sparsity.method == SparsityMethod::Rigl);
+  CHECK(c.sparsity.tensors == std::vector<TensorClass>{TensorClass::Matrix, TensorClass::Head});
+  CHECK(c.sparsity.end_step(c.train.steps) == 750);  // 3/4 of train.steps = 1000
+  CHECK(parse_config(config_text(c), "echo", {}).sparsity.tensors == c.sparsity.tensors);
+  const auto msg = problems("[grid]\npp = 2\n[optim]\ntype = onebit_adam\n[sparsity]\nmethod = gmp\nstart = 800\n"
+                            "tensors = matrix,embedding\n");
+  CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));
+  CHECK_THAT(msg, Catch::Contains("sparsity.end = 750 (3/4 of train.steps) is not after sparsity.start = 800"));
+  CHECK_THAT(msg, Catch::Contains("sparsity.method = gmp with optim.type = onebit_adam"));
+  CHECK_THAT(msg, Catch::Contains("tied token embedding with grid.pp = 2"));
+  CHECK_THAT(problems("[sparsity]\ntensors = matrix,bias\n"), Catch::Contains("'bias' is not a tensor class"));
+  CHECK_THAT(problems("[sparsity]\ntarget = 1\n"), Catch::Contains("sparsity.target") && Catch::Contains("<= 0.999"));
+}
+
 TEST_CASE("all problems are reported together", "[config]") {
   const auto msg = problems("[train]\nsteps = x\nfoo = 1\n[optim]\nlr = 0\n");
   CHECK_THAT(msg, Catch::StartsWith("3 problem(s)"));

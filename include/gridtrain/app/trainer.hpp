@@ -29,6 +29,7 @@
 #include "gridtrain/parallel/replica_state.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/precision/step_guard.hpp"
+#include "gridtrain/sparse/sparse_training.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
@@ -51,6 +52,8 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   /// The fp32 master weights of precision.weights = bf16 | fp16; null with fp32 weights.
   const MasterWeights* masters() const { return masters_.get(); }
+  /// The masks of sparsity.method; null without sparsity.
+  SparseTraining* sparsity() { return sparse_.get(); }
   Checkpointer& checkpointer() { return *checkpointer_; }
   Reducer& reducer() { return dp_->reducer(); }
   /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
@@ -105,6 +108,7 @@ class Trainer {
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<MasterWeights> masters_;  // precision.weights = bf16 | fp16 only
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<SparseTraining> sparse_;  // sparsity.method != none only
   std::unique_ptr<PipelineEngine> engine_;
   std::unique_ptr<StepGuard> guard_;
   LrSchedule lr_schedule_;

@@ -24,6 +24,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <mpi.h>
 
@@ -99,6 +101,11 @@ class Checkpointer {
   /// the optimizer holds them), each writing and reading its own; the whole parameters are never
   /// gathered. Call before the first save or load.
   void use_parameter_pieces(const std::vector<NamedParameter>& pieces);
+  /// More state saved as /<group>/<name> and loaded in place (sparsity masks, group "sparse"):
+  /// fp32 tensors named "<param>/<what>", each shaped and placed as parameter <param> or, with a
+  /// shape and offset, as its ZeRO piece, like the optimizer's state. Call before the first save
+  /// or load.
+  void add_state(const std::string& group, const std::vector<NamedParameter>& tensors);
 
   int saves() const { return saves_; }
   double stall_s() const { return stall_s_; }  ///< step-loop time spent in save()
@@ -171,6 +178,7 @@ class Checkpointer {
   std::thread writer_;
   std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
   std::vector<Entry> entries_;
+  std::vector<std::pair<std::string, NamedParameter>> extra_state_;  // add_state's, by dataset name
   std::map<std::string, NamedParameter> parameter_pieces_;  // ZeRO stage 3, by parameter name         // the datasets of model and optimizer (first save or load)
   int saves_ = 0;
   double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;

@@ -1,4 +1,5 @@
-// `gridtrain inspect CKPT`: step, grid, deck and a table of datasets (shape, dtype, checksum).
+// `gridtrain inspect CKPT`: step, grid, deck and a table of datasets (shape, dtype, the fraction of
+// zeros of a float32 one: sparse weights and their /sparse masks, checksum).
 #pragma once
 #include <string>
 

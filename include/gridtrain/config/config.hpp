@@ -32,6 +32,11 @@ enum class Compression { None, Fp16, Bf16 };
 enum class Backend { Auto, Mpi, Nccl };
 enum class NonfiniteFault { None, Loss, Grad };
 enum class TimerMode { Wall, Sync };
+enum class SparsityMethod { None, Gmp, Set, Rigl };
+enum class SparsityDistribution { Uniform, Erk };
+/// What a parameter is, for sparsity.tensors and the sparsity report: a linear layer's matrix, a
+/// convolution kernel, an embedding table, the output head's matrix, or a vector (biases, norms).
+enum class TensorClass { Matrix, Conv, Embedding, Head, Vector };
 
 constexpr auto enum_names(ModelType) { return std::array{"gpt", "cnn", "llama"}; }
 constexpr auto enum_names(Attention) { return std::array{"auto", "sdpa", "math"}; }
@@ -49,6 +54,9 @@ constexpr auto enum_names(Compression) { return std::array{"none", "fp16", "bf16
 constexpr auto enum_names(Backend) { return std::array{"auto", "mpi", "nccl"}; }
 constexpr auto enum_names(NonfiniteFault) { return std::array{"none", "loss", "grad"}; }
 constexpr auto enum_names(TimerMode) { return std::array{"wall", "sync"}; }
+constexpr auto enum_names(SparsityMethod) { return std::array{"none", "gmp", "set", "rigl"}; }
+constexpr auto enum_names(SparsityDistribution) { return std::array{"uniform", "erk"}; }
+constexpr auto enum_names(TensorClass) { return std::array{"matrix", "conv", "embedding", "head", "vector"}; }
 
 /// The deck spelling of e ("fp16", "1f1b", ...).
 template <class E>
@@ -165,6 +173,22 @@ struct Config {
     double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = device table (CUDA) or a matmul probe (CPU)
     TimerMode timer = TimerMode::Wall;  ///< sync: synchronize the device at each section stamp
   } output;
+
+  /// Dynamic sparse training (sparse/sparse_training.hpp): which weights are masked to zero, and
+  /// how the masks change.
+  struct Sparsity {
+    SparsityMethod method = SparsityMethod::None;
+    double target = 0.8;   ///< final fraction of zeros over the sparsified tensors
+    int start = 0;         ///< step of the first mask update (set, rigl: the initial pruning)
+    int end = 0;           ///< last step at which masks change; 0 = 3/4 of train.steps (RigL's T_end)
+    int interval = 100;    ///< steps between mask updates (ΔT)
+    SparsityDistribution distribution = SparsityDistribution::Uniform;
+    double drop_fraction = 0.3;  ///< set: fraction of active weights dropped and regrown; rigl: its initial value α
+    std::vector<TensorClass> tensors = {TensorClass::Matrix, TensorClass::Conv};  ///< classes sparsified
+    bool enabled() const { return method != SparsityMethod::None; }
+    /// The last mask-update step in effect: end, or 3/4 of steps for end = 0.
+    int end_step(int steps) const { return end > 0 ? end : steps * 3 / 4; }
+  } sparsity;
 
   struct Debug {
     double slow_checkpoint_s = 0.0;  ///< fault injection: sleep before closing a checkpoint file

@@ -64,6 +64,10 @@ class Cnn : public Model {
   bool first_stage() const override { return true; }
   bool last_stage() const override { return true; }
   std::string describe() const override;
+  /// {tensor_class, weight_flops_per_item}: head.weight is the head; a stage's conv kernels run at
+  /// its input resolution, 6 × elements × (H/2^s)·(W/2^s) FLOPs per image.
+  TensorClass tensor_class(const std::string& name) const override;
+  double weight_flops_per_item(const std::string& name) const override;
   /// Every tensor is replicated (no tensor parallelism).
   ShardSpec shard(const std::string& name) const override;
   const ModelPlan& plan() const override { return plan_; }

@@ -99,6 +99,10 @@ class Gpt : public LanguageModel {
   /// wte on the first stage and on the last (the output head's copy).
   std::vector<std::string> tied_parameters() const override;
   std::string describe() const override;
+  /// {tensor_class, weight_flops_per_item}: wte and wpe are embeddings, wte also the output head
+  /// (tied): 6·V·C FLOPs per token.
+  TensorClass tensor_class(const std::string& name) const override;
+  double weight_flops_per_item(const std::string& name) const override;
   /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
   /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
   /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.

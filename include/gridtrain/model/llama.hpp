@@ -123,6 +123,10 @@ class Llama : public LanguageModel {
   /// Tied: the embedding on the first stage and on the last (the head's copy); untied: none.
   std::vector<std::string> tied_parameters() const override;
   std::string describe() const override;
+  /// {tensor_class, weight_flops_per_item}: model.embed_tokens is an embedding (6·V·C FLOPs per
+  /// token when it is also the head), lm_head the head.
+  TensorClass tensor_class(const std::string& name) const override;
+  double weight_flops_per_item(const std::string& name) const override;
   /// Weights ~ N(0, 0.02) (transformers' initializer_range), the residual projections o_proj and
   /// down_proj ~ N(0, 0.02/sqrt(2·L)) (GPT-2's scaling), RMSNorm weights 1; each tensor drawn whole
   /// from its own generator seeded by (seed, name), then this rank's shard taken.

@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/config/config.hpp"
 #include "gridtrain/data/data_shape.hpp"
 #include "gridtrain/model/layout.hpp"
 #include "gridtrain/parallel/parameter_gather.hpp"
@@ -22,7 +23,6 @@
 
 namespace gridtrain {
 
-struct Config;
 class ModelPlan;
 
 /// The keys and values of the positions decoded so far, per layer, (B, Hkv, length, D) each.
@@ -79,6 +79,25 @@ class Model : public torch::nn::Module {
   /// How parameter (or replica_state) `name` of this rank maps onto the global tensor
   /// (checkpoints, init, norms).
   virtual ShardSpec shard(const std::string& name) const = 0;
+  /// What parameter `name` is (sparsity.tensors, the sparsity report). This default goes by the
+  /// global tensor's rank: 1-D a vector, 2-D a matrix, more a convolution kernel; models name
+  /// their embeddings and output head.
+  virtual TensorClass tensor_class(const std::string& name) const {
+    const auto dims = shard(name).global_shape.size();
+    return dims <= 1 ? TensorClass::Vector : dims == 2 ? TensorClass::Matrix : TensorClass::Conv;
+  }
+  /// Training FLOPs per item (forward + backward: 3 × 2 MACs) of the products with parameter
+  /// `name`, the whole global tensor: what a density d of it scales by d (the sparsity report).
+  /// This default: 6 × its elements for a matrix or head (each weight multiplies once per token),
+  /// 0 for lookups and elementwise parameters (embeddings, vectors). Models with convolutions
+  /// count their kernels' output positions.
+  virtual double weight_flops_per_item(const std::string& name) const {
+    const TensorClass c = tensor_class(name);
+    if (c != TensorClass::Matrix && c != TensorClass::Head) return 0.0;
+    double n = 1.0;
+    for (const auto d : shard(name).global_shape) n *= static_cast<double>(d);
+    return 6.0 * n;
+  }
 
   /// This rank's part's sizes and costs (FLOPs per item, activation memory).
   virtual const ModelPlan& plan() const = 0;

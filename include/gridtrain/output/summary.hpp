@@ -14,6 +14,7 @@
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/parallel/reducer.hpp"
 #include "gridtrain/precision/step_guard.hpp"
+#include "gridtrain/sparse/sparsity_report.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
@@ -79,6 +80,7 @@ struct RunCounters {
   StateBytes state;                           ///< this rank's model state at the end
   std::string item = "token";                 ///< what throughput counts (ModelPlan::item)
   double items_per_sample = 1;                ///< ModelPlan::items_per_sample
+  std::optional<SparsityReport> sparsity = {};  ///< sparsity.method != none: the masks at the end
 };
 
 /// Prints the end-of-run report on rank 0 and writes its numbers to <output.dir>/summary.json

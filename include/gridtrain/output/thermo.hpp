@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gridtrain/output/tensorboard.hpp"
+#include "gridtrain/sparse/sparsity_report.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
@@ -37,6 +38,7 @@ struct ThermoRow {
   std::array<double, kSectionCount> section_ms{};  ///< wall ms per step over the interval, by timer section
   double state_mib = 0;                 ///< this rank's model state (the memory accountant), MiB
   double peak_rss_mib = 0;              ///< this process's peak resident set, MiB
+  std::optional<SparsityReport> sparsity = {};  ///< sparsity.method != none: the masks' figures
 };
 
 /// Each timer section's wall ms per step since the previous call: a thermo interval's breakdown.

@@ -1,0 +1,228 @@
+#include "gridtrain/sparse/sparse_training.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "gridtrain/sparse/top_k.hpp"
+#include "gridtrain/util/error.hpp"
+#include "gridtrain/util/log.hpp"
+
+namespace gridtrain {
+namespace {
+
+std::int64_t product(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (const auto d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+SparseTraining::SparseTraining(const Config& cfg, const Model& model, const std::vector<NamedParameter>& pieces,
+                               Optimizer& opt, Grid& grid, bool pieces_split_over_dp)
+    : cfg_(cfg), grid_(grid), split_over_dp_(pieces_split_over_dp), schedule_(cfg.sparsity, cfg.train.steps),
+      dense_flops_(model.plan().flops_per_item()) {
+  const auto& wanted = cfg.sparsity.tensors;
+  // Every stage's parameters once each, "name class flops dims...", gathered over the world.
+  std::string mine;
+  for (const auto& p : pieces) {
+    mine += p.name + ' ' + std::to_string(static_cast<int>(model.tensor_class(p.name))) + ' ' +
+            fmt("%.17g", model.weight_flops_per_item(p.name));
+    for (const auto d : model.shard(p.name).global_shape) mine += ' ' + std::to_string(d);
+    mine += '\n';
+  }
+  std::map<std::string, std::pair<Global, std::vector<std::int64_t>>> all;
+  for (const auto& text : grid.world().blocking_gather_text(mine, "sparsity tensors")) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream f(line);
+      Global g;
+      int cls = 0;
+      std::vector<std::int64_t> shape;
+      f >> g.name >> cls >> g.flops;
+      for (std::int64_t d; f >> d;) shape.push_back(d);
+      g.cls = static_cast<TensorClass>(cls);
+      g.numel = product(shape);
+      g.sparsified = std::find(wanted.begin(), wanted.end(), g.cls) != wanted.end();
+      all.try_emplace(g.name, g, shape);
+    }
+  }
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (auto& [name, entry] : all) {
+    global_.push_back(entry.first);
+    if (entry.first.sparsified) shapes.push_back(entry.second);
+  }
+  if (shapes.empty())
+    throw Error(std::string("sparsity.tensors = ") + show_key(cfg, "sparsity.tensors") + ": model.type = " +
+                name_of(cfg.model.type) + " has no parameter of these classes; valid: classes it has, e.g. matrix");
+  const auto densities = final_densities(cfg.sparsity.distribution, cfg.sparsity.target, shapes);
+  for (std::size_t g = 0, d = 0; g < global_.size(); ++g)
+    if (global_[g].sparsified) global_[g].density = densities[d++];
+
+  const auto state = opt.state();
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto it = std::find_if(global_.begin(), global_.end(), [&](const Global& g) { return g.name == pieces[i].name; });
+    if (!it->sparsified) continue;
+    Local t{i, static_cast<std::size_t>(it - global_.begin()), model.shard(pieces[i].name), pieces[i]};
+    t.counted = t.spec.counted_on(grid.tp().rank());
+    for (const auto& st : state)
+      if (st.name.substr(0, st.name.find('/')) == t.weight.name) t.state.push_back(st.param);
+    t.mask = global_index(t).ge(0).to(torch::kFloat).view_as(t.weight.param);  // padding rows: masked
+    masks_.push_back({t.weight.name + "/mask", t.mask, t.weight.shape, t.weight.offset});
+    local_.push_back(std::move(t));
+  }
+}
+
+// The global flat index of each element of t's piece, -1 for padding rows of a tp shard: the
+// piece's elements of the tp-local tensor, whose rows map onto the global tensor as ShardSpec
+// says (per part, rank r holds rows [r·rows, r·rows + valid)).
+torch::Tensor SparseTraining::global_index(const Local& t) const {
+  const ShardSpec& spec = t.spec;
+  const int rank = grid_.tp().rank(), size = grid_.tp().size();
+  auto g = torch::arange(product(spec.global_shape), torch::kLong).view(spec.global_shape);
+  if (spec.dim >= 0 && size > 1) {
+    const int d = spec.dim;
+    std::vector<std::int64_t> split = spec.global_shape;  // dimension d as (parts, rows per part)
+    split[d] /= spec.parts;
+    split.insert(split.begin() + d, spec.parts);
+    const std::int64_t rows = shard_rows(spec, size), valid = valid_rows(spec, rank, size);
+    g = g.view(split).narrow(d + 1, std::min(split[d + 1], rank * rows), valid);
+    if (valid < rows) {
+      auto pad = g.sizes().vec();
+      pad[d + 1] = rows - valid;
+      g = torch::cat({g, torch::full(pad, -1, torch::kLong)}, d + 1);
+    }
+  }
+  g = g.reshape(-1);
+  if (!t.weight.shape.empty()) g = g.narrow(0, t.weight.offset, t.weight.param.numel());
+  return g.to(t.weight.param.device());
+}
+
+void SparseTraining::mask_gradients(long long s, const std::vector<torch::Tensor>& grads) {
+  torch::NoGradGuard no_grad;
+  const bool scores =
+      cfg_.sparsity.method == SparsityMethod::Rigl && schedule_.updates_at(s) && !schedule_.first_update(s);
+  for (auto& t : local_) {
+    const torch::Tensor& g = grads.at(t.piece);
+    if (!g.defined()) continue;
+    if (scores) t.score = magnitude_key(g);  // the dense gradient, before masking
+    g.mul_(t.mask.view_as(g));
+  }
+}
+
+void SparseTraining::after_update(long long s) {
+  torch::NoGradGuard no_grad;
+  if (schedule_.updates_at(s)) update_masks(s);
+  for (auto& t : local_) t.weight.param.mul_(t.mask);
+  const double layer = layer_flops(s, false);
+  double layer_dense = 0;
+  for (const auto& g : global_) layer_dense += g.sparsified ? g.flops : 0.0;
+  flops_sum_ += dense_flops_ - layer_dense + layer;
+  layer_flops_sum_ += layer;
+  ++flops_steps_;
+  last_step_ = s;
+}
+
+void SparseTraining::update_masks(long long s) {
+  const bool regrow = cfg_.sparsity.method != SparsityMethod::Gmp && !schedule_.first_update(s);
+  const std::size_t n = local_.size();
+  std::vector<torch::Tensor> index(n);
+  std::vector<std::int64_t> regrown(n, 0);
+  std::vector<TopKPart> keep_parts, grow_parts;
+  for (std::size_t j = 0; j < n; ++j) {
+    const Local& t = local_[j];
+    const Global& g = global_[t.global];
+    index[j] = global_index(t);
+    const auto active = t.mask.reshape(-1).gt(0);
+    const std::int64_t k = std::llround(schedule_.density(g.density, s) * static_cast<double>(g.numel));
+    if (regrow) regrown[j] = std::llround(schedule_.drop_fraction(s) * static_cast<double>(k));
+    keep_parts.push_back({torch::where(active, magnitude_key(t.weight.param), -1), index[j], g.numel, k - regrown[j],
+                          t.counted});
+  }
+  auto sum = [this](std::vector<double>& c) {
+    grid_.tp().blocking_sum(c.data(), static_cast<int>(c.size()), "sparsity counts");
+    if (split_over_dp_) grid_.dp().blocking_sum(c.data(), static_cast<int>(c.size()), "sparsity counts");
+  };
+  const auto keep = select_top_k(keep_parts, sum);
+  std::vector<torch::Tensor> grow(n);
+  if (regrow) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const Local& t = local_[j];
+      const auto score = cfg_.sparsity.method == SparsityMethod::Rigl
+                             ? t.score
+                             : random_key(cfg_.train.seed, s, t.weight.name, index[j]);
+      const auto free = keep[j].logical_not().logical_and(index[j].ge(0));
+      grow_parts.push_back({torch::where(free, score, -1), index[j], global_[t.global].numel, regrown[j], t.counted});
+    }
+    grow = select_top_k(grow_parts, sum);
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    Local& t = local_[j];
+    const auto kept = keep[j].to(torch::kFloat).view_as(t.mask);
+    t.weight.param.mul_(kept);  // dropped weights, and regrown ones, start from zero
+    for (auto& st : t.state) st.mul_(kept);
+    t.mask.copy_(regrow ? keep[j].logical_or(grow[j]).view_as(t.mask) : kept);
+    t.score.reset();
+  }
+}
+
+double SparseTraining::layer_flops(long long s, bool amortised) const {
+  const bool rigl = cfg_.sparsity.method == SparsityMethod::Rigl && s > schedule_.start() && s < schedule_.end();
+  double f = 0;
+  for (const auto& g : global_) {
+    if (!g.sparsified) continue;
+    const double d = schedule_.density(g.density, s);
+    // A RigL mask update computes the dense weight gradient: 2 f_S + f_D instead of 3 f_S.
+    const double update = g.flops * (1.0 - d) / 3.0;
+    f += g.flops * d;
+    if (rigl) f += amortised ? update / schedule_.interval() : (schedule_.updates_at(s) ? update : 0.0);
+  }
+  return f;
+}
+
+SparsityReport SparseTraining::report() {
+  std::vector<double> ones(global_.size(), 0.0);
+  for (const auto& t : local_)
+    if (t.counted && (split_over_dp_ || grid_.dp().rank() == 0)) ones[t.global] += t.mask.sum().item<double>();
+  grid_.world().blocking_sum(ones.data(), static_cast<int>(ones.size()), "sparsity report");
+  SparsityReport r;
+  std::map<int, std::pair<double, double>> by_class;  // class → {zeros, elements}
+  double zeros = 0, sparsified = 0, all = 0, layer_dense = 0;
+  for (std::size_t g = 0; g < global_.size(); ++g) {
+    const Global& t = global_[g];
+    const double z = t.sparsified ? static_cast<double>(t.numel) - ones[g] : 0.0;
+    auto& c = by_class[static_cast<int>(t.cls)];
+    c.first += z, c.second += static_cast<double>(t.numel);
+    zeros += z, all += static_cast<double>(t.numel);
+    if (t.sparsified) sparsified += static_cast<double>(t.numel), layer_dense += t.flops;
+  }
+  r.sparsified = zeros / sparsified;
+  r.model = zeros / all;
+  for (const auto& [cls, c] : by_class) r.by_class.emplace_back(name_of(static_cast<TensorClass>(cls)), c.first / c.second);
+  r.layer_dense_flops_per_item = layer_dense;
+  r.layer_flops_per_item = layer_flops(last_step_, true);
+  r.dense_flops_per_item = dense_flops_;
+  r.flops_per_item = dense_flops_ - layer_dense + r.layer_flops_per_item;
+  const double steps = static_cast<double>(std::max(flops_steps_, 1LL));
+  r.mean_flops_per_item = flops_steps_ > 0 ? flops_sum_ / steps : r.flops_per_item;
+  r.mean_layer_flops_per_item = flops_steps_ > 0 ? layer_flops_sum_ / steps : r.layer_flops_per_item;
+  return r;
+}
+
+std::string SparseTraining::describe() const {
+  const Config::Sparsity& s = cfg_.sparsity;
+  std::int64_t tensors = 0, sparsified = 0, all = 0;
+  for (const auto& g : global_) {
+    all += g.numel;
+    if (g.sparsified) ++tensors, sparsified += g.numel;
+  }
+  return std::string("Sparsity: ") + name_of(s.method) + " to " + fmt("%.1f", 100.0 * s.target) + " % zeros (" +
+         name_of(s.distribution) + ") in " + std::to_string(tensors) + " tensors (" + show_key(cfg_, "sparsity.tensors") +
+         "), " + fmt("%.3g", static_cast<double>(sparsified)) + " of " + fmt("%.3g", static_cast<double>(all)) +
+         " parameters; masks change every " + std::to_string(schedule_.interval()) + " steps from step " +
+         std::to_string(schedule_.start()) + " to " + std::to_string(schedule_.end()) + "\n";
+}
+
+}  // namespace gridtrain
