@@ -14,6 +14,9 @@
 
 namespace gridtrain::detail {
 
+// A key's field in Config, e.g. GT_REF(train.steps): what the makers below take as `ref`.
+#define GT_REF(field) [](auto& c) -> auto& { return c.field; }
+
 inline std::string show_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);

@@ -95,8 +95,6 @@ Key channels_key() {
           [](const Config& c) { return comma_list(c.model.channels); }};
 }
 
-#define GT_REF(field) [](auto& c) -> auto& { return c.field; }
-
 std::vector<Key> grid_keys() {
   return {
       dp_key(),
@@ -362,8 +360,6 @@ std::vector<Key> build_table() {
     for (auto& key : section()) table.push_back(std::move(key));
   return table;
 }
-
-#undef GT_REF
 
 }  // namespace
 

@@ -41,8 +41,6 @@ Key tensors_key() {
 
 }  // namespace
 
-#define GT_REF(field) [](auto& c) -> auto& { return c.field; }
-
 std::vector<Key> sparsity_keys() {
   return {
       enum_key("sparsity.method", GT_REF(sparsity.method),
@@ -69,7 +67,5 @@ std::vector<Key> sparsity_keys() {
       tensors_key(),
   };
 }
-
-#undef GT_REF
 
 }  // namespace gridtrain::detail

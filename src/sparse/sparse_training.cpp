@@ -18,6 +18,13 @@ std::int64_t product(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
+// Training FLOPs per item of a product of dense cost `flops` at density d, when a share
+// `dense_gradient` of the steps computes its dense weight gradient (RigL's regrowing updates:
+// 2 f_S + f_D for such a step instead of 3 f_S).
+double sparse_flops(double flops, double d, double dense_gradient) {
+  return flops * d + dense_gradient * flops * (1.0 - d) / 3.0;
+}
+
 }  // namespace
 
 SparseTraining::SparseTraining(const Config& cfg, const Model& model, const std::vector<NamedParameter>& pieces,
@@ -116,7 +123,7 @@ void SparseTraining::after_update(long long s) {
   torch::NoGradGuard no_grad;
   if (schedule_.updates_at(s)) update_masks(s);
   for (auto& t : local_) t.weight.param.mul_(t.mask);
-  const double layer = layer_flops(s, false);
+  const double layer = layer_flops(s);
   double layer_dense = 0;
   for (const auto& g : global_) layer_dense += g.sparsified ? g.flops : 0.0;
   flops_sum_ += dense_flops_ - layer_dense + layer;
@@ -168,17 +175,16 @@ void SparseTraining::update_masks(long long s) {
   }
 }
 
-double SparseTraining::layer_flops(long long s, bool amortised) const {
-  const bool rigl = cfg_.sparsity.method == SparsityMethod::Rigl && s > schedule_.start() && s < schedule_.end();
+bool SparseTraining::regrowing(long long s) const {
+  return cfg_.sparsity.method == SparsityMethod::Rigl && s > schedule_.start() && s < schedule_.end();
+}
+
+// Step s runs with the masks of step s - 1's update (the initial ones before the first update).
+double SparseTraining::layer_flops(long long s) const {
+  const double dense_gradient = regrowing(s) && schedule_.updates_at(s) ? 1.0 : 0.0;
   double f = 0;
-  for (const auto& g : global_) {
-    if (!g.sparsified) continue;
-    const double d = schedule_.density(g.density, s);
-    // A RigL mask update computes the dense weight gradient: 2 f_S + f_D instead of 3 f_S.
-    const double update = g.flops * (1.0 - d) / 3.0;
-    f += g.flops * d;
-    if (rigl) f += amortised ? update / schedule_.interval() : (schedule_.updates_at(s) ? update : 0.0);
-  }
+  for (const auto& g : global_)
+    if (g.sparsified) f += sparse_flops(g.flops, schedule_.density(g.density, s - 1), dense_gradient);
   return f;
 }
 
@@ -189,20 +195,24 @@ SparsityReport SparseTraining::report() {
   grid_.world().blocking_sum(ones.data(), static_cast<int>(ones.size()), "sparsity report");
   SparsityReport r;
   std::map<int, std::pair<double, double>> by_class;  // class → {zeros, elements}
-  double zeros = 0, sparsified = 0, all = 0, layer_dense = 0;
+  double zeros = 0, sparsified = 0, all = 0, layer_dense = 0, layer = 0;
+  // The next step's cost at the masks counted here, RigL's dense gradients spread over the interval.
+  const double dense_gradient = regrowing(last_step_ + 1) ? 1.0 / schedule_.interval() : 0.0;
   for (std::size_t g = 0; g < global_.size(); ++g) {
     const Global& t = global_[g];
-    const double z = t.sparsified ? static_cast<double>(t.numel) - ones[g] : 0.0;
+    const double n = static_cast<double>(t.numel), z = t.sparsified ? n - ones[g] : 0.0;
     auto& c = by_class[static_cast<int>(t.cls)];
-    c.first += z, c.second += static_cast<double>(t.numel);
-    zeros += z, all += static_cast<double>(t.numel);
-    if (t.sparsified) sparsified += static_cast<double>(t.numel), layer_dense += t.flops;
+    c.first += z, c.second += n;
+    zeros += z, all += n;
+    if (!t.sparsified) continue;
+    sparsified += n, layer_dense += t.flops;
+    layer += sparse_flops(t.flops, ones[g] / n, dense_gradient);
   }
   r.sparsified = zeros / sparsified;
   r.model = zeros / all;
   for (const auto& [cls, c] : by_class) r.by_class.emplace_back(name_of(static_cast<TensorClass>(cls)), c.first / c.second);
   r.layer_dense_flops_per_item = layer_dense;
-  r.layer_flops_per_item = layer_flops(last_step_, true);
+  r.layer_flops_per_item = layer;
   r.dense_flops_per_item = dense_flops_;
   r.flops_per_item = dense_flops_ - layer_dense + r.layer_flops_per_item;
   const double steps = static_cast<double>(std::max(flops_steps_, 1LL));

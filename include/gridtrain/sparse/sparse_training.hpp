@@ -73,9 +73,11 @@ class SparseTraining {
     bool counted = false;      // this rank's counts add to the tensor's totals
   };
   void update_masks(long long s);
-  /// Training FLOPs per item of the sparsified products at step s's masks (all stages), amortised
-  /// over the update interval (true) or as step s itself costs (false).
-  double layer_flops(long long s, bool amortised) const;
+  /// Whether step s is a RigL update that regrows by the dense gradient (start < s < end).
+  bool regrowing(long long s) const;
+  /// Training FLOPs per item of the sparsified products (all stages) in step s, which runs with the
+  /// masks of step s - 1's update, its RigL dense gradient included.
+  double layer_flops(long long s) const;
   torch::Tensor global_index(const Local& t) const;
 
   const Config& cfg_;
@@ -86,7 +88,7 @@ class SparseTraining {
   std::vector<Local> local_;
   std::vector<NamedParameter> masks_;
   double dense_flops_ = 0;
-  long long last_step_ = -1;  // the last step after_update saw (the report's step)
+  long long last_step_ = -1;  // the last step after_update saw (the report is of the masks it left)
   double flops_sum_ = 0, layer_flops_sum_ = 0;
   long long flops_steps_ = 0;
 };
