@@ -4,7 +4,9 @@
 # 2020 count them (mean over the run's steps, whole model and the sparsified tensors' products,
 # against dense), and the measured step time, which is the dense kernels' (masked weights run on
 # dense kernels). Each run's summary.json stays in out/sparsity/<deck>/<run>/.
-# Usage: bench/sparsity.sh DECK RUN...      RUN: dense, or METHOD-PERCENT-DISTRIBUTION (rigl-80-erk)
+# Usage: bench/sparsity.sh DECK RUN...
+#   RUN: dense, or METHOD-PERCENT-DISTRIBUTION (rigl-80-erk), optionally @STEPS for train.steps
+#   (the LR decay and sparsity.end follow it): dense@620 is a dense run of 620 steps
 #   bench/sparsity.sh inputs/in.fashion-cnn dense rigl-80-uniform gmp-80-uniform   (scripts/prepare-fashion-mnist)
 #   bench/sparsity.sh inputs/in.kjv-gpt dense rigl-50-uniform rigl-75-uniform      (scripts/prepare-kjv)
 # Extra gridtrain flags go in $SPARSITY_FLAGS (e.g. "--train.steps=200" for a short trial).
@@ -19,9 +21,10 @@ printf '| %-17s | %9s | %8s | %13s | %13s | %12s | %8s |\n' run "val loss" "val 
   "layer saving" "ms/step"
 for run in "$@"; do
   flags=()
-  if [[ $run != dense ]]; then
-    IFS=- read -r method percent distribution <<< "$run"
-    flags=(--sparsity.method="$method" --sparsity.target="0.$percent" --sparsity.distribution="$distribution")
+  if [[ $run == *@* ]]; then flags+=(--train.steps="${run#*@}"); fi
+  if [[ ${run%@*} != dense ]]; then
+    IFS=- read -r method percent distribution <<< "${run%@*}"
+    flags+=(--sparsity.method="$method" --sparsity.target="0.$percent" --sparsity.distribution="$distribution")
   fi
   mpirun -np 2 build/gridtrain -i "$deck" --checkpoint.dir=none --output.overwrite=true --output.dir="$root/$run" \
     "${flags[@]}" ${SPARSITY_FLAGS:-} > "$root-$run.log" 2>&1 || { echo "$run failed: $root-$run.log"; exit 1; }

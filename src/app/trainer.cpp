@@ -211,11 +211,14 @@ Verdict Trainer::train_step(long long s, double lr) {
   const Verdict v = guard_->judge(s, mine, reducer.exchange() == GradExchange::Local);
   timer_.stamp(Section::DpComm);
   if (v.action == Verdict::Action::Update) {
+    {
+      const SyncCheck no_sync(cfg_.debug.sync_check);
+      if (masters_) masters_->load_gradients(v.grad_factor);  // unscaled and clipped in fp32
+      else if (v.grad_factor != 1.0) reducer.scale(v.grad_factor);  // unscale and clip in one pass
+      optimizer_->step(lr);
+    }
+    if (sparse_) sparse_->after_update(s);  // outside the sync check: a mask update counts on the host
     const SyncCheck no_sync(cfg_.debug.sync_check);
-    if (masters_) masters_->load_gradients(v.grad_factor);  // unscaled and clipped in fp32
-    else if (v.grad_factor != 1.0) reducer.scale(v.grad_factor);  // unscale and clip in one pass
-    optimizer_->step(lr);
-    if (sparse_) sparse_->after_update(s);
     if (masters_) masters_->publish();
     parameters().all_gather();  // ZeRO stages 1-2: every rank's updated shard to every rank
     replica_->average();

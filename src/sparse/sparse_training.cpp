@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "gridtrain/sparse/top_k.hpp"
@@ -57,13 +58,18 @@ SparseTraining::SparseTraining(const Config& cfg, const Model& model, const std:
     }
   }
   std::vector<std::vector<std::int64_t>> shapes;
+  std::set<std::string> classes;  // what the model has, for the message below
   for (auto& [name, entry] : all) {
     global_.push_back(entry.first);
+    classes.insert(name_of(entry.first.cls));
     if (entry.first.sparsified) shapes.push_back(entry.second);
   }
-  if (shapes.empty())
+  if (shapes.empty()) {
+    std::string valid;
+    for (const auto& c : classes) valid += (valid.empty() ? "" : ", ") + c;
     throw Error(std::string("sparsity.tensors = ") + show_key(cfg, "sparsity.tensors") + ": model.type = " +
-                name_of(cfg.model.type) + " has no parameter of these classes; valid: classes it has, e.g. matrix");
+                name_of(cfg.model.type) + " has no parameter of these classes; valid: classes it has: " + valid);
+  }
   const auto densities = final_densities(cfg.sparsity.distribution, cfg.sparsity.target, shapes);
   for (std::size_t g = 0, d = 0; g < global_.size(); ++g)
     if (global_[g].sparsified) global_[g].density = densities[d++];

@@ -198,6 +198,11 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
   Trainer t(late, MPI_COMM_WORLD, quiet, 1.0);
   t.run();
   CHECK(t.sparsity()->report().sparsified == 0.0);
+  Config none = config(1, SparsityMethod::Gmp, 0);  // a class the cnn lacks: refused on every rank
+  none.sparsity.tensors = {TensorClass::Embedding};
+  CHECK_THROWS_WITH(Trainer(none, MPI_COMM_WORLD, quiet, 1.0),
+                    Catch::Contains("sparsity.tensors = embedding: model.type = cnn has no parameter of these classes; "
+                                    "valid: classes it has: conv, head, vector"));
 }
 
 TEST_CASE("distributed top-k over 4 ranks' interleaved parts selects what a sort of the whole tensor does", "[np4]") {
