@@ -193,6 +193,14 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
   for (const auto& [name, m] : first) changed += m.ne(later.at(name)).sum().item<double>(), active += m.sum().item<double>();
   CHECK(changed > 0);
   CHECK(changed <= 2 * std::ceil(0.5 * active) + 2);
+  // RigL's FLOPs over its 7 steps: step 0 ran dense (pruned after it), steps 1-6 at density 0.2, and
+  // its regrowing updates (after steps 2 and 4; not the first, not at the end) computed the dense
+  // weight gradient: 2 f_S + f_D instead of 3 f_S.
+  Trainer rigl(config(7, SparsityMethod::Rigl, 0), MPI_COMM_WORLD, quiet, 1.0);
+  rigl.run();
+  const SparsityReport r = rigl.sparsity()->report();
+  CHECK(r.mean_layer_flops_per_item ==
+        Approx((1.0 + 6 * 0.2 + 2 * 0.8 / 3.0) / 7.0 * r.layer_dense_flops_per_item).epsilon(1e-12));
   Config late = config(3, SparsityMethod::Gmp, 0);
   late.sparsity.start = 4;
   Trainer t(late, MPI_COMM_WORLD, quiet, 1.0);
