@@ -72,7 +72,7 @@ SparseTraining::SparseTraining(const Config& cfg, const Model& model, const std:
   }
   const auto densities = final_densities(cfg.sparsity.distribution, cfg.sparsity.target, shapes);
   for (std::size_t g = 0, d = 0; g < global_.size(); ++g)
-    if (global_[g].sparsified) global_[g].density = densities[d++];
+    if (global_[g].sparsified) global_[g].density = densities[d++], layer_dense_flops_ += global_[g].flops;
 
   const auto state = opt.state();
   for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -130,9 +130,7 @@ void SparseTraining::after_update(long long s) {
   if (schedule_.updates_at(s)) update_masks(s);
   for (auto& t : local_) t.weight.param.mul_(t.mask);
   const double layer = layer_flops(s);
-  double layer_dense = 0;
-  for (const auto& g : global_) layer_dense += g.sparsified ? g.flops : 0.0;
-  flops_sum_ += dense_flops_ - layer_dense + layer;
+  flops_sum_ += dense_flops_ - layer_dense_flops_ + layer;
   layer_flops_sum_ += layer;
   ++flops_steps_;
   last_step_ = s;
@@ -201,7 +199,7 @@ SparsityReport SparseTraining::report() {
   grid_.world().blocking_sum(ones.data(), static_cast<int>(ones.size()), "sparsity report");
   SparsityReport r;
   std::map<int, std::pair<double, double>> by_class;  // class → {zeros, elements}
-  double zeros = 0, sparsified = 0, all = 0, layer_dense = 0, layer = 0;
+  double zeros = 0, sparsified = 0, all = 0, layer = 0;
   // The next step's cost at the masks counted here, RigL's dense gradients spread over the interval.
   const double dense_gradient = regrowing(last_step_ + 1) ? 1.0 / schedule_.interval() : 0.0;
   for (std::size_t g = 0; g < global_.size(); ++g) {
@@ -211,17 +209,17 @@ SparsityReport SparseTraining::report() {
     c.first += z, c.second += n;
     zeros += z, all += n;
     if (!t.sparsified) continue;
-    sparsified += n, layer_dense += t.flops;
+    sparsified += n;
     layer += sparse_flops(t.flops, ones[g] / n, dense_gradient);
   }
   r.sparsified = zeros / sparsified;
   r.model = zeros / all;
   for (const auto& [cls, c] : by_class) r.by_class.emplace_back(name_of(static_cast<TensorClass>(cls)), c.first / c.second);
-  r.layer_dense_flops_per_item = layer_dense;
+  r.layer_dense_flops_per_item = layer_dense_flops_;
   r.layer_flops_per_item = layer;
   r.dense_flops_per_item = dense_flops_;
-  r.flops_per_item = dense_flops_ - layer_dense + r.layer_flops_per_item;
-  const double steps = static_cast<double>(std::max(flops_steps_, 1LL));
+  r.flops_per_item = dense_flops_ - layer_dense_flops_ + layer;
+  const double steps = static_cast<double>(flops_steps_);
   r.mean_flops_per_item = flops_steps_ > 0 ? flops_sum_ / steps : r.flops_per_item;
   r.mean_layer_flops_per_item = flops_steps_ > 0 ? layer_flops_sum_ / steps : r.layer_flops_per_item;
   return r;

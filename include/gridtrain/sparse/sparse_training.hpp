@@ -87,7 +87,8 @@ class SparseTraining {
   std::vector<Global> global_;  // sorted by name
   std::vector<Local> local_;
   std::vector<NamedParameter> masks_;
-  double dense_flops_ = 0;
+  double dense_flops_ = 0;        // the whole model's, per item
+  double layer_dense_flops_ = 0;  // the sparsified tensors' products, dense, per item
   long long last_step_ = -1;  // the last step after_update saw (the report is of the masks it left)
   double flops_sum_ = 0, layer_flops_sum_ = 0;
   long long flops_steps_ = 0;
