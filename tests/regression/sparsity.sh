@@ -2,7 +2,9 @@
 # sparsity.method = rigl through the program: the setup line, thermo's Sparse% column, the
 # sparsity keys of metrics.jsonl and summary.json (the target reached in the matrices, the
 # embedding dense, fewer FLOPs than dense), `gridtrain inspect`'s Zeros% of the masks and weights,
-# and `gridtrain export`'s weights with the same zeros, read back with safetensors.
+# `gridtrain export`'s weights with the same zeros, read back with safetensors; and the two ways a
+# resume can mismatch: a dense run resuming the sparse checkpoint says its masks go unused, a
+# sparse run refuses a dense checkpoint by name.
 # Usage: sparsity.sh GRIDTRAIN DATA.h5 WORKDIR PYTHON MPIEXEC
 set -eu
 gridtrain=$1 data=$2 work=$3 python=$4 mpiexec=$5
@@ -42,4 +44,15 @@ for name in ("h.0.attn.c_attn.weight", "h.1.mlp.c_fc.weight"):
     assert zeros >= 0.75, (name, zeros)
 print("sparsity: metrics", {k: round(v, 4) for k, v in last.items() if "sparsity" in k}, "exported zeros ok")
 PY
+smoke() {
+  "$mpiexec" -n 1 "$gridtrain" -i "$(dirname "$0")/../../inputs/in.smoke" --data.path="$data" "$@" > "$work/resume.txt" 2>&1
+}
+smoke --output.dir="$work/out" --checkpoint.dir="$work/ckpt" --checkpoint.resume=auto --train.steps=32 ||
+  { cat "$work/resume.txt"; fail "a dense resume of the sparse checkpoint"; }
+grep -q "; its sparsity masks are not used (sparsity.method = none)" "$work/resume.txt" || fail "no note on unused masks"
+smoke --output.dir="$work/dense" --checkpoint.dir="$work/dense-ckpt" --train.steps=2 || fail "the dense run"
+if smoke --output.dir="$work/dense" --checkpoint.dir="$work/dense-ckpt" --checkpoint.resume=auto --train.steps=4 \
+  --sparsity.method=gmp; then fail "a sparse run resumed a dense checkpoint"; fi
+grep -q "has no sparsity masks (/sparse): it was written with sparsity.method = none; start sparse training from its \
+weights with checkpoint.init_from" "$work/resume.txt" || { cat "$work/resume.txt"; fail "no refusal by name"; }
 echo "PASS"
