@@ -8,6 +8,7 @@
 #include "gridtrain/plan/peak.hpp"
 #include "gridtrain/app/run_directory.hpp"
 #include "gridtrain/app/trainer.hpp"
+#include "gridtrain/comm/agree.hpp"
 #include "gridtrain/precision/matmul.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/signals.hpp"
@@ -39,8 +40,8 @@ int run_training(const Config& cfg, MPI_Comm world, Log& log) {
   const ThreadPlan threads = plan_threads(world);
   apply_threads(threads.threads);
   log.print("Threads: " + std::to_string(threads.threads) + " per rank (" + threads.source + ")\n");
-  set_matmul_backend(cfg.model.matmul);
-  log.print(std::string("Linear layers' fp32 CPU matmuls: ") + name_of(matmul_backend()) + "\n");
+  agree(world, [&] { set_matmul_backend(cfg.model.matmul); });  // a node refusing onednn stops every rank
+  log.print("Linear layers' fp32 CPU matmuls: " + describe_matmul(cfg.model.matmul) + "\n");
   const BlasInfo blas = detect_blas();  // printed by build_info
   // Only a measured slow sgemm is a problem: a LibTorch with MKL inside ignores the system BLAS.
   const double sgemm = blas.reference ? probe_matmul_gflops(PrecisionType::Fp32, false) : 0.0;

@@ -33,6 +33,7 @@ void Trainer::describe_setup() const {
   log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, " + weights +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
   if (sparse_) log_.print(sparse_->describe());
+  if (sparse_ && !sparse_->never_prunes().empty()) log_.warn(sparse_->never_prunes());
   if (cfg_.train.recompute == Recompute::Selective && fused_attention(cfg_))
     log_.warn(std::string("train.recompute = selective with sdpa attention (model.attention = ") + name_of(cfg_.model.attention) +
               ") keeps the same activations as none and adds the attention's forward again: sdpa never stores the "

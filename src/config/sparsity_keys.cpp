@@ -48,7 +48,7 @@ std::vector<Key> sparsity_keys() {
                "from 0 to target along a cubic between start and end); set (prune to target at start, then every "
                "interval drop the drop_fraction smallest-magnitude active weights and regrow as many at random, "
                "Mocanu et al. 2018); rigl (as set, but regrow where the dense gradient is largest, with a cosine "
-               "drop fraction, Evci et al. 2020). Regrown weights start at zero"),
+               "drop fraction, Evci et al. 2020). New connections (inactive before the update) start at zero"),
       real_key("sparsity.target", GT_REF(sparsity.target),
                "final fraction of zeros over the sparsified tensors (per tensor with distribution = uniform)", 0.0,
                false, 0.999),

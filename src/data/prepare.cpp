@@ -168,14 +168,45 @@ void for_each_piece(const std::string& input, std::uint64_t size, int rank, int 
   }
 }
 
-// SentencePiece: this rank encodes its lines of the input into `tmp` (int32 ids, raw); returns
-// how many.
+// The lines of the input whose tokens do not decode back to them: how many, and the first (its
+// byte offset, its text and what its tokens decode to).
+struct LostLines {
+  std::uint64_t lines = 0;
+  std::uint64_t first = Unrepresentable::kNone;
+  std::string text, decoded;  // of the first
+
+  void note(std::uint64_t offset, std::string line, std::string back) { add({1, offset, std::move(line), std::move(back)}); }
+  void add(LostLines other) {
+    if (lines == 0) first = other.first, text = std::move(other.text), decoded = std::move(other.decoded);
+    lines += other.lines;
+  }
+};
+
+// The lines of `text` (at `offset` in the input) that do not come back from decode(encode(line)):
+// called for a piece that did not come back whole. A piece whose lines each come back alone counts
+// as one, at its start (a loss only the context of the piece shows).
+LostLines lost_lines(const Tokenizer& tok, const std::string& text, std::uint64_t offset) {
+  LostLines lost;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at), end = nl == std::string::npos ? text.size() : nl + 1;
+    std::string line = text.substr(at, end - at);
+    if (std::string back = tok.decode(tok.encode(line)); back != line) lost.note(offset + at, std::move(line), std::move(back));
+    at = end;
+  }
+  if (lost.lines == 0) lost.note(offset, text, tok.decode(tok.encode(text)));
+  return lost;
+}
+
+// SentencePiece: this rank encodes its lines of the input into `tmp` (int32 ids, raw) and checks
+// that they decode back to the text (a model without byte fallback maps what it lacks to its
+// unknown piece; another normalization rewrites text); returns how many ids.
 std::uint64_t encode_share(const Tokenizer& tok, const std::string& input, std::uint64_t size, const std::string& tmp,
-                           int rank, int ranks) {
+                           int rank, int ranks, LostLines& lost) {
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   std::uint64_t count = 0;
-  for_each_piece(input, size, rank, ranks, [&](const std::string& text, std::uint64_t) {
+  for_each_piece(input, size, rank, ranks, [&](const std::string& text, std::uint64_t at) {
     const auto ids = tok.encode(text);
+    if (tok.decode(ids) != text) lost.add(lost_lines(tok, text, at));
     out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
     count += ids.size();
   });
@@ -219,6 +250,47 @@ std::string check_fidelity(const PrepareOptions& o, std::uint64_t size, MPI_Comm
                 ": SentencePiece would not give this text back unchanged. Convert it to UTF-8 (iconv -f LATIN1 -t UTF-8, "
                 "or iconv -c to drop such bytes), use --tokenizer bytes (any bytes, unchanged), or pass --accept-lossy to "
                 "store it so");
+  return found;
+}
+
+// Up to 40 bytes of text from byte `from` (a UTF-8 sequence's first byte) for a message, quoted,
+// newlines and tabs as escapes.
+std::string excerpt(const std::string& text, std::size_t from) {
+  std::size_t end = std::min(text.size(), from + 40);
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;  // whole characters
+  std::string out = from > 0 ? "..." : "";
+  for (std::size_t i = from; i < end; ++i) out += text[i] == '\n' ? "\\n" : text[i] == '\t' ? "\\t" : std::string(1, text[i]);
+  return "\"" + out + (end < text.size() ? "...\"" : "\"");
+}
+
+// Every rank's lost lines summed, the first of them described ("" if none); an Error naming them
+// unless accepted. The round trip proves what check_fidelity can only predict for gridtrain's
+// own models: whatever the model (the user's --sp-model, without byte fallback or with another
+// normalization), the stored tokens are the text.
+std::string check_round_trip(const PrepareOptions& o, LostLines& lost, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  std::uint64_t lines = lost.lines, first = lost.first;
+  MPI_Allreduce(MPI_IN_PLACE, &lines, 1, MPI_UINT64_T, MPI_SUM, comm);
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_UINT64_T, MPI_MIN, comm);
+  if (lines == 0) return "";
+  int owner = lost.lines > 0 && lost.first == first ? rank : ranks;
+  MPI_Allreduce(MPI_IN_PLACE, &owner, 1, MPI_INT, MPI_MIN, comm);
+  const std::string text = broadcast_text(lost.text, comm, owner), decoded = broadcast_text(lost.decoded, comm, owner);
+  // Where the first line and its decoding part, from a few bytes before (at a character's start).
+  std::size_t same = std::mismatch(text.begin(), text.end(), decoded.begin(), decoded.end()).first - text.begin();
+  std::size_t from = same > 12 ? same - 12 : 0;
+  while (from > 0 && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) --from;
+  const std::string found = std::to_string(lines) + " line(s) whose tokens do not decode back to the text (the first at "
+                            "byte " + std::to_string(first + same) + ", line " + std::to_string(line_of(o.input, first)) +
+                            ": " + excerpt(text, from) + " decodes as " + excerpt(decoded, from) + ")";
+  if (!o.accept_lossy)
+    throw Error("prepare: '" + o.input + "' holds " + found + " with the SentencePiece model" +
+                (o.sp_model.empty() ? std::string() : " '" + o.sp_model + "'") +
+                ": characters it has no piece for become its unknown piece unless it was trained with byte fallback. "
+                "Use a model trained with --byte_fallback=true (or let prepare train one: --train-tokenizer), "
+                "--tokenizer bytes, or pass --accept-lossy to store the text so");
   return found;
 }
 
@@ -266,6 +338,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   const std::unique_ptr<const std::string, void (*)(const std::string*)> remove_mine(
       &tmp[static_cast<std::size_t>(rank)], [](const std::string* f) { std::filesystem::remove(*f); });
   std::uint64_t encoded = 0;
+  LostLines lost;
   agree(comm, [&] {
     const auto tok = make_tokenizer(o.tokenizer, c.model);
     c.tokenizer = tok->name();
@@ -273,8 +346,9 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
     if (o.tokenizer == "bytes")
       c.tokens = StoredIntegers({{o.input, 0, c.source_bytes, 1, false}});
     else
-      encoded = encode_share(*tok, o.input, c.source_bytes, tmp[static_cast<std::size_t>(rank)], rank, ranks);
+      encoded = encode_share(*tok, o.input, c.source_bytes, tmp[static_cast<std::size_t>(rank)], rank, ranks, lost);
   });
+  const std::string round_trip = check_round_trip(o, lost, comm);
   if (o.tokenizer != "bytes") {  // the shares' lengths, then one stream over all of them
     std::vector<unsigned long long> counts(static_cast<std::size_t>(ranks));
     unsigned long long mine = encoded;
@@ -285,7 +359,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   }
   const std::uint64_t n = c.tokens.size();
   PrepareReport r;
-  r.lossy = lossy;
+  r.lossy = lossy + (lossy.empty() || round_trip.empty() ? "" : "; ") + round_trip;
   r.tokenizer = c.tokenizer;
   r.vocab_size = c.vocab;
   r.source_bytes = c.source_bytes;

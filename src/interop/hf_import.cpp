@@ -138,6 +138,38 @@ std::vector<SafetensorsReader> weight_files(const fs::path& dir) {
   return files;
 }
 
+// Where is `hf_name`'s tensor among files (nullptr: in none).
+const SafetensorsReader* holding(const std::vector<SafetensorsReader>& files, const std::string& hf_name) {
+  for (const auto& f : files)
+    if (f.tensors().contains(hf_name)) return &f;
+  return nullptr;
+}
+
+// A head stored beside its embedding under a config that ties them: transformers keeps the head
+// the file holds (from_pretrained loads lm_head.weight after tying), so an identical one is the
+// tied embedding and a different one makes the model untied (the llama), or cannot be computed
+// (the GPT, whose head is always its embedding). Returns a note for the summary ("" if none).
+std::string check_tied_head(const std::vector<SafetensorsReader>& files, Config::Model& m) {
+  const bool ties = m.type == ModelType::Gpt || m.tie_embeddings;
+  const std::string embedding = m.type == ModelType::Gpt ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  const auto* head = holding(files, "lm_head.weight");
+  const auto* embed = holding(files, embedding);
+  if (!ties || !head || !embed) return "";
+  const auto h = head->read("lm_head.weight"), e = embed->read(embedding);
+  if (h == e) return "";
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < std::min(h.size(), e.size()); ++i) differ += h[i] != e[i];
+  const std::string what = "config.json ties the head (tie_word_embeddings), but lm_head.weight in " + head->path() +
+                           " differs from " + embedding + " (" + std::to_string(differ) + " of " +
+                           std::to_string(h.size()) + " elements)";
+  if (m.type == ModelType::Gpt)
+    throw Error(what + ": gridtrain's gpt computes its head with the token embedding only, and transformers would "
+                "use this head; valid: a head equal to the embedding, or a llama-family model untied");
+  m.tie_embeddings = false;
+  return "note: " + what + "; imported untied (model.tie_embeddings = false) with the file's head, as transformers "
+         "loads it\n";
+}
+
 // The tensors under gridtrain's names, checked against the model config.json describes.
 std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& files, const Config& cfg,
                                           const std::string& dir) {
@@ -194,14 +226,16 @@ void write_weights_checkpoint(const std::string& path, const Config& cfg, const 
 std::string import_hf(const HfImportOptions& o) {
   try {
     const fs::path dir(o.input);
-    const Config cfg = imported_config(HfConfig(dir / "config.json"));
-    const auto tensors = read_tensors(weight_files(dir), cfg, o.input);
+    Config cfg = imported_config(HfConfig(dir / "config.json"));
+    const auto files = weight_files(dir);
+    const std::string head = check_tied_head(files, cfg.model);
+    const auto tensors = read_tensors(files, cfg, o.input);
     const std::string tmp = o.output + ".tmp";  // never a half-written file under the name asked for
     write_weights_checkpoint(tmp, cfg, tensors, "transformers: " + fs::absolute(dir).string());
     fs::rename(tmp, o.output);
     return "Imported " + o.input + " (" + name_of(cfg.model.type) + ", " + std::to_string(tensors.size()) +
            " tensors) to " + o.output + ": weights only; start a run from it with --checkpoint.init_from=" + o.output +
-           "\n";
+           "\n" + head;
   } catch (const Error& e) {
     throw Error("import: " + std::string(e.what()));
   } catch (const std::exception& e) {

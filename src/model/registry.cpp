@@ -19,6 +19,7 @@ struct Entry {
   int (*layers)(const Config&);
   std::vector<std::string> (*layout_problems)(const Config&, int tp, int pp);
   bool language_model;
+  std::vector<std::string> function_keys;  // beyond model.type: the keys that change what the weights compute
 };
 
 std::vector<std::string> gpt_layout_problems(const Config& c, int tp, int) {
@@ -78,7 +79,8 @@ const Entry& entry(const Config& cfg) {
         [](const Config& c, const DataShape& d, const ModelLayout& l) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<GptPlan>(gpt_shape(c, d), l);
         },
-        [](const Config& c) { return c.model.n_layer; }, gpt_layout_problems, true}},
+        [](const Config& c) { return c.model.n_layer; }, gpt_layout_problems, true,
+        {"model.n_layer", "model.n_head", "model.n_embd", "model.block_size"}}},
       {ModelType::Cnn,
        {[](const Config& c, const DataShape& d, const ModelLayout&) -> std::shared_ptr<Model> {
           return std::make_shared<Cnn>(cnn_shape(c, d));
@@ -86,7 +88,7 @@ const Entry& entry(const Config& cfg) {
         [](const Config& c, const DataShape& d, const ModelLayout&) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<CnnPlan>(cnn_shape(c, d));
         },
-        [](const Config&) { return 1; }, cnn_layout_problems, false}},
+        [](const Config&) { return 1; }, cnn_layout_problems, false, {"model.channels"}}},
       {ModelType::Llama,
        {[](const Config& c, const DataShape& d, const ModelLayout& l) -> std::shared_ptr<Model> {
           return std::make_shared<Llama>(llama_shape(c, d), l);
@@ -94,7 +96,10 @@ const Entry& entry(const Config& cfg) {
         [](const Config& c, const DataShape& d, const ModelLayout& l) -> std::unique_ptr<ModelPlan> {
           return std::make_unique<LlamaPlan>(llama_shape(c, d), l);
         },
-        [](const Config& c) { return c.model.n_layer; }, llama_layout_problems, true}},
+        [](const Config& c) { return c.model.n_layer; }, llama_layout_problems, true,
+        // Not model.block_size: rotary positions carry to any context length.
+        {"model.n_layer", "model.n_head", "model.n_embd", "model.n_kv_head", "model.ffn_hidden", "model.norm_eps",
+         "model.rope_theta", "model.tie_embeddings"}}},
   };
   return registry.at(cfg.model.type);  // every ModelType is registered
 }
@@ -117,6 +122,17 @@ bool language_model(const Config& c) { return entry(c).language_model; }
 
 std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp) {
   return entry(c).layout_problems(c, tp, pp);
+}
+
+std::vector<std::pair<std::string, std::string>> model_function(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> keys = {{"model.type", name_of(c.model.type)}};
+  for (const auto& key : entry(c).function_keys) {
+    std::string value = show_key(c, key);  // the value in effect where 0 means a rule
+    if (key == "model.n_kv_head") value = std::to_string(kv_heads(c));
+    if (key == "model.ffn_hidden") value = std::to_string(ffn_hidden(c));
+    keys.emplace_back(key, value);
+  }
+  return keys;
 }
 
 }  // namespace gridtrain

@@ -5,6 +5,8 @@
 #include <torch/autograd.h>
 #include <torch/nn/functional/linear.h>
 
+#include "gridtrain/util/error.hpp"
+
 namespace at::native {
 // oneDNN's matmul: result = beta · result + alpha · (mat1 · mat2), fp32 in and out with fp32
 // accumulation; strided (transposed) operands are read in place. libtorch_cpu exports it (its
@@ -20,14 +22,39 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-Matmul resolve(Matmul backend) {
-  return backend == Matmul::Auto ? (at::hasMKLDNN() ? Matmul::OneDnn : Matmul::Blas) : backend;
+// Why oneDNN's matmul cannot run here ("" when it can), found once by running it on a 2 × 2
+// product. ATen's mkldnn_matmul refuses fp32 as well as bf16 unless oneDNN reports bf16 support
+// (avx512bw/vl/dq or avx_ne_convert on x86; Matmul.cpp), so on an AVX2-only CPU (AMD EPYC Rome
+// and Milan, Intel before Skylake-SP), or under ONEDNN_MAX_CPU_ISA=AVX2, it throws. Running it is
+// the one test that agrees with ATen's check and oneDNN's ISA limit whatever their versions.
+std::string probe_onednn() {
+  if (!at::hasMKLDNN()) return "this LibTorch is built without oneDNN";
+  try {
+    const auto a = torch::ones({2, 2}), out = torch::empty({2, 2});
+    at::native::mkldnn_matmul(a, a, out, 0.0f, 1.0f);
+    return out.equal(torch::full({2, 2}, 2.0f)) ? "" : "its 2 x 2 probe computed a wrong product";
+  } catch (const c10::Error& e) {
+    return std::string("oneDNN's matmul refuses this CPU (") + e.what_without_backtrace() + ")";
+  }
 }
 
-Matmul g_backend = resolve(Matmul::Auto);  // what a process that never sets it (a test, a bench) gets
+Matmul resolve(Matmul backend) {
+  const std::string& why = onednn_unavailable();
+  if (backend == Matmul::Auto) return why.empty() ? Matmul::OneDnn : Matmul::Blas;
+  if (backend == Matmul::OneDnn && !why.empty())
+    throw Error("model.matmul = onednn cannot run here: " + why + "; valid on this CPU: auto (which chooses blas "
+                "here), blas");
+  return backend;
+}
+
+// The library in effect; what a process that never sets it (a test, a bench) gets is auto's.
+Matmul& backend() {
+  static Matmul b = resolve(Matmul::Auto);
+  return b;
+}
 
 bool onednn(const torch::Tensor& a, const torch::Tensor& b) {
-  return g_backend == Matmul::OneDnn && a.device().is_cpu() && a.scalar_type() == torch::kFloat &&
+  return backend() == Matmul::OneDnn && a.device().is_cpu() && a.scalar_type() == torch::kFloat &&
          b.scalar_type() == torch::kFloat && a.numel() > 0 && b.numel() > 0 &&
          !at::autocast::is_autocast_enabled(at::kCPU);
 }
@@ -80,9 +107,21 @@ struct OneDnnLinear : torch::autograd::Function<OneDnnLinear> {
 
 }  // namespace
 
-void set_matmul_backend(Matmul backend) { g_backend = resolve(backend); }
+const std::string& onednn_unavailable() {
+  static const std::string why = probe_onednn();
+  return why;
+}
 
-Matmul matmul_backend() { return g_backend; }
+void set_matmul_backend(Matmul requested) { backend() = resolve(requested); }
+
+Matmul matmul_backend() { return backend(); }
+
+std::string describe_matmul(Matmul requested) {
+  const std::string chosen = name_of(matmul_backend());
+  if (requested != Matmul::Auto) return chosen + " (model.matmul)";
+  const std::string& why = onednn_unavailable();
+  return chosen + " (model.matmul = auto: " + (why.empty() ? "oneDNN's matmul runs on this CPU" : why) + ")";
+}
 
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!onednn(x, weight) || (bias.defined() && bias.scalar_type() != torch::kFloat))

@@ -171,10 +171,15 @@ void SparseTraining::update_masks(long long s) {
   }
   for (std::size_t j = 0; j < n; ++j) {
     Local& t = local_[j];
-    const auto kept = keep[j].to(torch::kFloat).view_as(t.mask);
-    t.weight.param.mul_(kept);  // dropped weights, and regrown ones, start from zero
-    for (auto& st : t.state) st.mul_(kept);
-    t.mask.copy_(regrow ? keep[j].logical_or(grow[j]).view_as(t.mask) : kept);
+    const auto active = regrow ? keep[j].logical_or(grow[j]).view_as(t.mask) : keep[j].view_as(t.mask);
+    // Weights and moments survive where the connection is active before and after: dropped ones
+    // and new ones (inactive before) start from zero, while one dropped and regrown at the same
+    // update keeps its value (RigL's reference: new connections are those absent from the mask
+    // before the update). At density 1 nothing changes, as at sparsity.target = 0 it must not.
+    const auto survives = active.logical_and(t.mask.gt(0)).to(torch::kFloat);
+    t.weight.param.mul_(survives);
+    for (auto& st : t.state) st.mul_(survives);
+    t.mask.copy_(active);
     t.score.reset();
   }
 }
@@ -237,6 +242,17 @@ std::string SparseTraining::describe() const {
          "), " + fmt("%.3g", static_cast<double>(sparsified)) + " of " + fmt("%.3g", static_cast<double>(all)) +
          " parameters; masks change every " + std::to_string(schedule_.interval()) + " steps from step " +
          std::to_string(schedule_.start()) + " to " + std::to_string(schedule_.end()) + "\n";
+}
+
+std::string SparseTraining::never_prunes() const {
+  const Config::Sparsity& s = cfg_.sparsity;
+  if (s.target == 0.0)
+    return "sparsity.target = 0: no weight is ever pruned, so sparsity." + std::string(name_of(s.method)) +
+           " trains the dense model (valid targets that prune: 0 < sparsity.target < 1)";
+  if (schedule_.start() > cfg_.train.steps)
+    return "sparsity.start = " + std::to_string(schedule_.start()) + " is past train.steps = " +
+           std::to_string(cfg_.train.steps) + ": the masks never change in this run, and it trains the dense model";
+  return "";
 }
 
 }  // namespace gridtrain

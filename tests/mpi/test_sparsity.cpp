@@ -241,3 +241,47 @@ TEST_CASE("distributed top-k over 4 ranks' interleaved parts selects what a sort
     CHECK(selected == static_cast<double>(k));
   }
 }
+
+// At sparsity.target = 0 every mask update keeps every weight: set and rigl drop and regrow the
+// same connections, which keep their values (only connections new to the mask start at zero), so
+// the run is the dense one bit for bit, and setup says that nothing is pruned. At a real target,
+// the zeros the weights hold after training are the zeros the report counts.
+TEST_CASE("sparsity at target 0 is the dense run bit for bit; the report counts the weights' zeros", "[np2]") {
+  const auto dir = shared_dir("sparse-target0");
+  Config dense = sparse_lm(dir, 7, SparsityMethod::None, 2, 1, 1, 0);
+  Log quiet(false);
+  Trainer want(dense, MPI_COMM_WORLD, quiet, 1.0);
+  const auto want_run = want.run();
+  for (auto method : {SparsityMethod::Set, SparsityMethod::Rigl, SparsityMethod::Gmp}) {
+    CAPTURE(name_of(method));
+    Config c = sparse_lm(dir, 7, method, 2, 1, 1, 0);
+    c.sparsity.target = 0.0;
+    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    CHECK_THAT(t.sparsity()->never_prunes(), Catch::Contains("sparsity.target = 0: no weight is ever pruned"));
+    const auto got = t.run();
+    check_same_run(got, want_run, 0.0);
+    const auto a = t.model().named_parameters(true), b = want.model().named_parameters(true);
+    for (const auto& p : b) {
+      CAPTURE(p.key());
+      CHECK(torch::equal(a[p.key()], p.value()));
+    }
+    CHECK(t.sparsity()->report().sparsified == 0.0);
+  }
+  Config late = sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0);
+  late.sparsity.start = 8;
+  late.sparsity.end = 9;
+  CHECK_THAT(Trainer(late, MPI_COMM_WORLD, quiet, 1.0).sparsity()->never_prunes(),
+             Catch::Contains("sparsity.start = 8 is past train.steps = 7"));
+  // rigl to 75 %: its last update (step 5) regrew connections at zero, which step 6 trained.
+  Trainer rigl(sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0), MPI_COMM_WORLD, quiet, 1.0);
+  rigl.run();
+  CHECK(rigl.sparsity()->never_prunes().empty());
+  const auto params = rigl.model().named_parameters(true);
+  double zeros = 0, elements = 0;
+  for (const auto& m : rigl.sparsity()->masks()) {
+    const auto& w = params[m.name.substr(0, m.name.find('/'))];
+    zeros += w.eq(0).sum().item<double>(), elements += static_cast<double>(w.numel());
+  }
+  CHECK(zeros / elements == Approx(rigl.sparsity()->report().sparsified).epsilon(1e-12));
+  CHECK(zeros / elements == Approx(0.75).margin(1e-2));
+}

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gridtrain/data/data_shape.hpp"
@@ -32,5 +33,12 @@ bool language_model(const Config& c);
 /// What keeps c's model from running with tp tensor-parallel and pp pipeline ranks, each naming
 /// the keys and what would be valid; empty: it can.
 std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp);
+
+/// The keys that define the function c's model computes from its weights, model.type first, each
+/// with its value in effect as deck text (n_kv_head and ffn_hidden resolved from their 0 = rule
+/// defaults): two decks whose lists are equal compute the same outputs from the same weights. Not
+/// the vocabulary, which the data gives (the embedding's shape carries it), nor execution choices
+/// (model.attention, model.matmul).
+std::vector<std::pair<std::string, std::string>> model_function(const Config& c);
 
 }  // namespace gridtrain

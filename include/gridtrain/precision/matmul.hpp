@@ -6,17 +6,29 @@
 // shapes 2.0-2.5× faster there (docs/performance.md). Both compute in fp32 with fp32
 // accumulation (not TF32, not bf16): results differ from MKL's in rounding only.
 #pragma once
+#include <string>
+
 #include <torch/types.h>
 
 #include "gridtrain/config/config.hpp"
 
 namespace gridtrain {
 
-/// The library for fp32 CPU linears from now on in this process: auto = oneDNN where this
-/// LibTorch has it (at::hasMKLDNN()). Set once at setup, before any model runs.
-void set_matmul_backend(Matmul backend);
+/// Why oneDNN's fp32 matmul cannot run in this process ("" when it can): a LibTorch without
+/// oneDNN, or a CPU oneDNN does not report bf16 support on (no AVX-512 BW/VL/DQ nor AVX-NE-CONVERT,
+/// or ONEDNN_MAX_CPU_ISA below them), which ATen's mkldnn_matmul refuses even for fp32. Found
+/// once, by running it, at the first call.
+const std::string& onednn_unavailable();
+/// The library for fp32 CPU linears from now on in this process: auto = oneDNN where it runs
+/// (onednn_unavailable() is empty), else the BLAS. Set once at setup, before any model runs.
+/// Throws gridtrain::Error for Matmul::OneDnn where oneDNN's matmul cannot run, naming the key,
+/// why, and what is valid.
+void set_matmul_backend(Matmul requested);
 /// The library in effect: Matmul::OneDnn or Matmul::Blas (never Auto).
 Matmul matmul_backend();
+/// The log's line for the library in effect, given what the deck asked for: "blas (model.matmul
+/// = auto: oneDNN's matmul refuses this CPU (...))".
+std::string describe_matmul(Matmul requested);
 
 /// y = x Wᵀ + b, differentiable: x (..., K), weight (N, K), bias (N,) or undefined → (..., N).
 /// fp32 CPU tensors outside autocast go to the chosen library for the forward and for the

@@ -52,6 +52,9 @@ class SparseTraining {
   SparsityReport report();
   /// One line for the setup report: method, target, distribution, schedule, tensors.
   std::string describe() const;
+  /// Why the masks stay dense for the whole run (sparsity.target = 0, or the first mask update
+  /// after train.steps), naming the keys; "" when the run prunes. For a warning at setup.
+  std::string never_prunes() const;
 
  private:
   struct Global {  // a parameter of the whole model (any stage)
