@@ -2,6 +2,7 @@
 // grid (the save side is checkpointer.cpp).
 #include "gridtrain/checkpoint/checkpointer.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <torch/torch.h>
@@ -11,6 +12,7 @@
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/model.hpp"
+#include "gridtrain/model/registry.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
@@ -19,6 +21,32 @@
 namespace fs = std::filesystem;
 
 namespace gridtrain {
+
+namespace {
+
+// The file's model against this run's: every key that changes what the weights compute
+// (registry's model_function) must agree, or the run would compute another model with them and
+// say nothing. Throws gridtrain::Error listing each key with both values and the flags that fix it.
+void check_model(hid_t root, const Config& cfg) {
+  if (!h5_has_attr(root, "deck")) return;
+  const Config was = parse_config(h5_read_attr_string(root, "deck"), "its deck", {});
+  const auto theirs = model_function(was), ours = model_function(cfg);
+  std::string differ, fix;
+  for (std::size_t i = 0; i < theirs.size(); ++i) {
+    const auto& [key, value] = theirs[i];
+    const auto it = std::find_if(ours.begin(), ours.end(), [&](const auto& k) { return k.first == key; });
+    const std::string mine = it == ours.end() ? "(none)" : it->second;
+    if (mine == value) continue;
+    differ += (differ.empty() ? "" : "; ") + key + " = " + value + " in the checkpoint, " + mine + " in this run";
+    fix += " --" + key + "=" + value;
+    if (i == 0) break;  // another model type: its other keys do not compare
+  }
+  if (!differ.empty())
+    throw Error("was written for another model than this run's deck describes (" + differ + "): its weights compute "
+                "the checkpoint's model only. Give the deck the checkpoint's values:" + fix);
+}
+
+}  // namespace
 
 std::optional<std::string> Checkpointer::resume_path() {
   const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
@@ -74,6 +102,7 @@ std::string Checkpointer::check_corpus(hid_t data) const {
 std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
   const hid_t root = file.root();
   file.check_header();
+  check_model(root, cfg_);
   if (h5_has_attr(root, "weights_only"))
     throw Error("holds weights only (" + h5_read_attr_string(root, "weights_only") + "): no optimizer state or data "
                 "position to resume from; start a fresh run from it with checkpoint.init_from");
@@ -194,6 +223,7 @@ void Checkpointer::load_weights(const std::string& path, Model& model, Optimizer
   read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
   read_phase(path, "checking its model", [&] {
     file->check_header();
+    check_model(file->root(), cfg_);
     std::set<std::string> have;
     for (const auto& d : file->datasets())
       if (d.starts_with("/model/")) have.insert(d);
