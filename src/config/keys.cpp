@@ -133,7 +133,9 @@ std::vector<Key> model_keys() {
                "library of the linear layers' fp32 matmuls on the CPU (forward and backward): onednn (oneDNN "
                "inside LibTorch, kernels chosen by instruction set: AVX-512 on any x86 CPU that has it), blas "
                "(at::addmm, MKL's sgemm, as PyTorch eager's nn.Linear; MKL runs its AVX2 path on AMD CPUs), "
-               "auto = onednn where LibTorch has it. CUDA and autocast's bf16/fp16 are unaffected"),
+               "auto = onednn where it runs on this CPU, else blas (ATen's oneDNN matmul needs AVX-512 BW/VL/DQ or "
+               "AVX-NE-CONVERT: not on AMD EPYC Rome/Milan nor Intel before Skylake-SP; the log says which and why; "
+               "an explicit onednn there is refused). CUDA and autocast's bf16/fp16 are unaffected"),
       channels_key(),
       int_key<int>("model.n_kv_head", GT_REF(model.n_kv_head),
                    "llama: key/value heads of grouped-query attention (Ainslie et al. 2023), dividing n_head; "
