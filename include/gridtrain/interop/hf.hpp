@@ -28,10 +28,13 @@ struct HfImportOptions {
   std::string output;  ///< the gridtrain checkpoint file to write
 };
 
-/// Writes the import; returns a summary line. Throws gridtrain::Error naming the file and key or
-/// tensor for: a model_type other than llama and gpt2; a config gridtrain does not compute
-/// (rope scaling, biases, sliding windows, another activation, …: refused by name, never
-/// dropped); a missing, unknown or misshapen tensor; a bad safetensors file (safetensors.hpp).
+/// Writes the import; returns a summary line, and a note where a config that ties the head
+/// (tie_word_embeddings) comes with an lm_head.weight unlike the embedding: the llama is then
+/// imported untied with the file's head, as transformers loads it. Throws gridtrain::Error
+/// naming the file and key or tensor for: a model_type other than llama and gpt2; a config
+/// gridtrain does not compute (rope scaling, biases, sliding windows, another activation, a
+/// GPT-2 head unlike its embedding, …: refused by name, never dropped); a missing, unknown or
+/// misshapen tensor; a bad safetensors file (safetensors.hpp).
 std::string import_hf(const HfImportOptions& o);
 
 }  // namespace gridtrain
