@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -125,6 +126,62 @@ std::optional<ResumeChoice> newest_valid(const fs::path& dir, MPI_Comm comm) {
               "refusing to start fresh over them. Move them away, or name a checkpoint with --restart");
 }
 
+// What a requeued Slurm job started with `--restart file` wrote before (rank 0): the first line
+// describes it for the log, the others are its checkpoints in dir, newest first; "" when this is
+// no requeue or the job wrote none. The job's files record it (slurm_job) and belong to the one
+// lineage it began from `file`: that file's run continued past its step, or a branch of that run
+// at that step (branched_from).
+std::string requeue_listing(const fs::path& file, const fs::path& dir) {
+  const std::string job = slurm_job_identity();
+  const long long restarts = slurm_restart_count();
+  if (job.empty() || restarts <= 0) return "";
+  const CheckpointOrigin from = checkpoint_origin(file);
+  if (from.run_id.empty() || from.step < 0) return "";
+  const std::string at = from.run_id + "@" + std::to_string(from.step);
+  std::string lineage, relation, files;
+  for (const auto& f : list_checkpoints(dir)) {
+    const CheckpointOrigin o = checkpoint_origin(f);
+    if (o.slurm_job != job || o.run_id.empty() || (!lineage.empty() && o.run_id != lineage)) continue;
+    const bool continued = o.run_id == from.run_id && checkpoint_step(f) > from.step;
+    const bool branch = o.run_id != from.run_id && o.branched_from == at;
+    if (!continued && !branch) continue;
+    if (lineage.empty()) {
+      lineage = o.run_id;
+      relation = branch ? "a branch of run " + from.run_id + " at step " + std::to_string(from.step)
+                        : "continuing run " + from.run_id + " from step " + std::to_string(from.step);
+    }
+    files += f.string() + "\n";
+  }
+  if (files.empty()) return "";
+  return "this is Slurm job " + job + " requeued (restart " + std::to_string(restarts) + "), whose earlier attempt "
+         "started from " + file.string() + " as run " + lineage + " (" + relation + "): a requeue continues that "
+         "run from its newest checkpoint instead of branching from " + file_name(file.string()) + " again\n" + files;
+}
+
+// The checkpoint a requeued job continues from (requeue_listing's newest that passes its checks),
+// or nullopt when this is no requeue of a job that wrote any. Collective.
+std::optional<ResumeChoice> requeued_job_choice(const fs::path& file, const fs::path& dir, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string listing;
+  agree(comm, [&] {
+    if (rank == 0) listing = requeue_listing(file, dir);
+  });
+  listing = broadcast_text(listing, comm);
+  if (listing.empty()) return std::nullopt;
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(listing.substr(at, end - at));
+  std::string unusable;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto problem = checkpoint_problem(lines[i], comm);
+    if (!problem) return ResumeChoice{lines[i], lines[0] + (unusable.empty() ? "" : "; " + unusable), true};
+    unusable += (unusable.empty() ? "" : "; ") + file_name(lines[i]) + " is unusable: " + *problem;
+  }
+  return ResumeChoice{file.string(), lines[0] + ", but none of its checkpoints passes its checks (" + unusable +
+                                         "); starting from " + file.string() + " as its first attempt did"};
+}
+
 }  // namespace
 
 std::string checkpoint_name(long long step) {
@@ -176,7 +233,10 @@ std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string&
   const std::string resume = automatic ? "auto" : from.path;
   const fs::path target = automatic ? fs::path(dir) : fs::path(from.path);
   if (automatic || fs::is_directory(target)) return newest_valid(target, comm);
-  if (target.filename() != "latest") return ResumeChoice{resume, "checkpoint.resume names it"};
+  if (target.filename() != "latest") {
+    if (auto own = requeued_job_choice(target, dir, comm)) return own;
+    return ResumeChoice{resume, "checkpoint.resume names it"};
+  }
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   std::string name;  // the file the pointer names, or "!" and why it names none
@@ -188,7 +248,13 @@ std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string&
   if (name.starts_with("!"))
     throw Error("checkpoint.resume = " + resume + ": " + name.substr(1) + "; valid: a checkpoint file, a directory "
                 "of checkpoints, or its 'latest' pointer");
-  return ResumeChoice{(target.parent_path() / name).string(), "'" + resume + "' names it"};
+  // The pointer's directory, resolved as a directory is: a stale pointer (a full disk or a kill
+  // kept it from moving on) must not send the run back to an older step of its own, which would
+  // then make it a branch refused by its own newer file.
+  auto choice = newest_valid(target.has_parent_path() ? target.parent_path() : fs::path("."), comm);
+  if (!choice) throw Error("checkpoint.resume = " + resume + ": it names " + name + ", but its directory holds no checkpoint");
+  choice->reason = "'" + resume + "': " + choice->reason;
+  return choice;
 }
 
 std::string random_run_id() {
@@ -196,6 +262,36 @@ std::string random_run_id() {
   char id[17];
   std::snprintf(id, sizeof id, "%08x%08x", random(), random());
   return id;
+}
+
+std::string slurm_job_identity() {
+  const char* id = std::getenv("SLURM_JOB_ID");
+  if (id == nullptr || *id == '\0') return "";
+  const char* cluster = std::getenv("SLURM_CLUSTER_NAME");
+  return cluster != nullptr && *cluster != '\0' ? std::string(cluster) + ":" + id : std::string(id);
+}
+
+long long slurm_restart_count() {
+  const char* count = std::getenv("SLURM_RESTART_COUNT");
+  if (count == nullptr) return 0;
+  long long n = 0;
+  const char* end = count + std::strlen(count);
+  auto [ptr, ec] = std::from_chars(count, end, n);
+  return ec == std::errc() && ptr == end && n > 0 ? n : 0;
+}
+
+CheckpointOrigin checkpoint_origin(const fs::path& path) {
+  CheckpointOrigin origin;
+  try {
+    auto file = CheckpointFile::open(path.string(), MPI_COMM_SELF);
+    const hid_t root = file.root();
+    if (h5_has_attr(root, "run_id")) origin.run_id = h5_read_attr_string(root, "run_id");
+    if (h5_has_attr(root, "branched_from")) origin.branched_from = h5_read_attr_string(root, "branched_from");
+    if (h5_has_attr(root, "slurm_job")) origin.slurm_job = h5_read_attr_string(root, "slurm_job");
+    if (h5_has_attr(root, "step")) origin.step = h5_read_attr_int(root, "step");
+  } catch (const std::exception&) {
+  }
+  return origin;
 }
 
 std::string checkpoint_run(const fs::path& path) {

@@ -45,7 +45,12 @@ struct Snapshot {
   TrainState train;
   std::vector<Tensor> tensors;
   Lineage lineage;
+  std::string slurm_job;  // the Slurm job writing it (slurm_job_identity(), rank 0's), "" outside Slurm
   std::string tmp_path, final_path;
+  // What the commit phase found (rank 0), for the message of a write abandoned there: whether
+  // final_path is this run's file now, and whose file already sat there ("" if none, or ours).
+  mutable bool committed = false;
+  mutable std::string theirs;
 };
 
 namespace {
@@ -80,7 +85,8 @@ std::string new_run_id(MPI_Comm comm) { return broadcast_text(random_run_id(), c
 }  // namespace
 
 Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
-    : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), lineage_{new_run_id(grid.comm()), ""} {
+    : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), lineage_{new_run_id(grid.comm()), ""},
+      slurm_job_(broadcast_text(slurm_job_identity(), grid.comm())) {  // attributes are collective: rank 0's
   if (enabled()) {
     agree(grid.comm(), [&] {
       if (grid.rank() != 0) return;
@@ -216,6 +222,9 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   snap->optim_type = name_of(opt.type());
   snap->optim_steps = opt.steps();
   snap->lineage = lineage_;
+  snap->slurm_job = slurm_job_;
+  snap->committed = false;
+  snap->theirs.clear();
   snap->final_path = file_name(step);
   snap->tmp_path = snap->final_path + ".tmp";
   std::size_t count = 0;
@@ -321,13 +330,19 @@ void Checkpointer::abort_from(const Failure& failure, const std::function<std::s
 void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + snap.tmp_path + "' (" + what + "): ";
   // Removes the .tmp and says so; a rank that got stuck, not knowing why, asks the OS (a probe write).
+  // Each file it names is said to be this run's or another's: a file of another run at final_path
+  // (one that appeared during the run) is that run's, never this one's complete checkpoint.
   auto abandon = [&](bool stuck) {
-    const bool committed = fs::exists(snap.final_path);
     ::unlink(snap.tmp_path.c_str());
     const int code = stuck ? probe_write(fs::path(snap.tmp_path).parent_path()) : 0;
+    const std::string mine = "this run's (" + snap.lineage.run_id + ")";
     return (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) +
-           "; the checkpoint of step " + std::to_string(snap.step) + " was abandoned, " +
-           (committed ? snap.final_path + " is complete but " : snap.tmp_path + " removed; ") + "'latest' is unchanged";
+           "; " + mine + " checkpoint of step " + std::to_string(snap.step) + " was abandoned: " +
+           (snap.committed ? snap.final_path + ", " + mine + ", is complete but "
+                           : snap.tmp_path + " removed; " +
+                                 (snap.theirs.empty() ? std::string()
+                                                      : snap.final_path + " is run " + snap.theirs + "'s and was left as it was; ")) +
+           "'latest' is unchanged";
   };
   const auto failure = phase(where, fn, abandon);
   if (!failure) return;
@@ -359,6 +374,8 @@ void Checkpointer::write(const Snapshot& snap) {
     h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
     h5_write_attr(root, "run_id", snap.lineage.run_id);
     if (!snap.lineage.branched_from.empty()) h5_write_attr(root, "branched_from", snap.lineage.branched_from);
+    // A requeue of this job continues the lineage these files carry (choose_resume).
+    if (!snap.slurm_job.empty()) h5_write_attr(root, "slurm_job", snap.slurm_job);
   });
   for (const auto& t : snap.tensors)
     write_phase(snap, "writing datasets", [&] { file->write(t.name, t.type, t.shape, t.selection, t.bytes.data()); });
@@ -387,10 +404,13 @@ void Checkpointer::write(const Snapshot& snap) {
     if (rank != 0) return;
     // claim_lineage() refused every such file at the start; this one appeared during the run.
     const std::string theirs = fs::exists(snap.final_path) ? checkpoint_run(snap.final_path) : "";
-    if (!theirs.empty() && theirs != snap.lineage.run_id && !cfg_.output.overwrite)
+    if (!theirs.empty() && theirs != snap.lineage.run_id && !cfg_.output.overwrite) {
+      snap.theirs = theirs;
       throw Error(snap.final_path + " belongs to run " + theirs + " (not this run, " + snap.lineage.run_id +
                   ") and is not replaced; move it away, or set output.overwrite = true to replace it");
+    }
     fs::rename(snap.tmp_path, snap.final_path);
+    snap.committed = true;
     replace_file(fs::path(cfg_.checkpoint.dir) / "latest", checkpoint_name(snap.step) + "\n");
   });
   written_.insert(snap.step);

@@ -57,6 +57,7 @@ std::optional<std::string> Checkpointer::resume_path() {
   }
   log_.print("Resume: " + choice->path + " (" + choice->reason + ")\n");
   resume_scanned_ = choice->scanned;
+  resume_file_ = choice->path;
   return choice->path;
 }
 
@@ -243,6 +244,11 @@ void Checkpointer::claim_lineage(bool scanned) {
   agree(grid_.comm(), [&] {
     if (grid_.rank() != 0) return;
     const std::string dir = cfg_.checkpoint.dir;
+    // A resumed branch stays one: its files go on recording what it branched from.
+    if (!resume_file_.empty()) {
+      const CheckpointOrigin origin = checkpoint_origin(resume_file_);
+      if (origin.run_id == lineage_.run_id) lineage_.branched_from = origin.branched_from;
+    }
     std::vector<std::pair<fs::path, std::string>> later, others;  // (file, run): this lineage's later files; other runs'
     for (const auto& f : list_checkpoints(dir)) {
       const std::string run = checkpoint_run(f);
@@ -250,8 +256,9 @@ void Checkpointer::claim_lineage(bool scanned) {
       if (run != lineage_.run_id) others.emplace_back(f, run);
       else if (checkpoint_step(f) > start_step_ && !scanned) later.emplace_back(f, run);
     }
+    std::string parent;  // the run this one branches from here, if it does
     if (!later.empty()) {  // restarted from an older step of a lineage that went on: a branch
-      const std::string parent = lineage_.run_id;
+      parent = lineage_.run_id;
       lineage_ = {random_run_id(), parent + "@" + std::to_string(start_step_)};
       log_.print("Lineage: run " + parent + " went on past step " +
                  std::to_string(start_step_) + " here (" + later.front().first.filename().string() +
@@ -266,10 +273,13 @@ void Checkpointer::claim_lineage(bool scanned) {
         replaced += (replaced.empty() ? "" : ", ") + f.filename().string() + " (run " + run + ")";
     }
     if (replaced.empty()) return;
+    // Each file is named with its own run; this run says what it is (a branch of whom).
+    const std::string self = lineage_.run_id + (parent.empty() ? ", from step " : ", a branch of run " + parent + " at step ") +
+                             std::to_string(start_step_);
     if (!cfg_.output.overwrite)
-      throw Error("checkpoint.dir = " + dir + " holds " + replaced + ", which this run (" + lineage_.run_id +
-                  ", from step " + std::to_string(start_step_) + ") would replace with its own checkpoints of those "
-                  "steps; another run's state is never overwritten. Use a checkpoint.dir of this run's own, move those "
+      throw Error("checkpoint.dir = " + dir + " holds " + replaced + ", which this run (" + self +
+                  ") would replace with its own checkpoints of those steps; another run's state (a branch's parent "
+                  "included) is never overwritten. Use a checkpoint.dir of this run's own, move those "
                   "files away, or set output.overwrite = true to replace them");
     log_.print("output.overwrite = true: this run will replace " + replaced + "\n");
   });

@@ -3,7 +3,8 @@
 # the run resumes from the newest checkpoint that passes its checksums and says why; keep_last
 # then deletes neither that checkpoint's successors it did not write nor anything of another run;
 # with nothing usable it stops instead of starting fresh. --restart takes a file, a directory or
-# a `latest` pointer.
+# a `latest` pointer; a stale pointer given to --restart (naming step 5 while the run's step 10 is
+# complete) resumes the newer step, as the directory does, never a branch refused by its own file.
 # Usage: resume_fallback.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC
 set -u
 gridtrain=$1 data=$2 work=$3 mpiexec=$4
@@ -52,6 +53,14 @@ resumed_at 10 "--restart DIR/latest"
 first_run
 run --train.steps=11 --restart "$work/ckpt" || fail "--restart DIR failed"
 resumed_at 10 "--restart DIR"
+first_run
+echo step-00000005.h5 > "$work/ckpt/latest"   # stale: a kill or a full disk kept it from moving on
+run --train.steps=11 --checkpoint.interval=5 --restart "$work/ckpt/latest" || fail "--restart stale latest failed"
+resumed_at 10 "--restart DIR/latest naming an older step of the run"
+grep -qF "'latest' names step-00000005.h5, but step-00000010.h5, a newer checkpoint of the same run, is complete" \
+  "$work/run.txt" || fail "--restart stale latest: the newer file is not explained"
+grep -qE "branch|another run" "$work/run.txt" && fail "--restart stale latest: treated the run's own step 10 as another run's"
+[ "$(cat "$work/ckpt/latest")" = step-00000011.h5 ] || fail "--restart stale latest: latest is not step 11"
 
 first_run
 corrupt "$work/ckpt/step-00000005.h5"; corrupt "$work/ckpt/step-00000010.h5"

@@ -5,6 +5,9 @@
 #   b) a longer run is sent SIGUSR1 through the batch shell (scancel --signal=USR1 --batch): it
 #      checkpoints, exits 75, the script requeues the job, the job resumes from `latest` and
 #      finishes with a final training loss bit-identical to an uninterrupted run (mpirun -np 2);
+#   d) a branch (--restart an older step of a run that went on) stopped by SIGUSR1 and requeued
+#      with the same command line continues its own branch from its newest checkpoint; a new job
+#      with that command line is a new branch, refused where it would replace the first one's files;
 #   c) scripts/scaling --launcher slurm runs a strong and a weak series of 1, 2, 4 ranks as one job
 #      array of slurm/scaling.sbatch per rank count and writes the CSV, the report and the plots.
 # Every daemon is stopped on exit, pass or fail. Honours GRIDTRAIN_LAUNCHER / GRIDTRAIN_SRUN_MPI
@@ -13,7 +16,7 @@
 set -u
 gridtrain=$1 data=$2 work=$3 src=$4 mpiexec=${5:-mpirun}
 steps=${GRIDTRAIN_SLURM_TEST_STEPS:-4000}   # the preempted run: several seconds on 2 cores
-deadline=$((SECONDS + 240))                 # no wait of a) and b) goes past this (ctest TIMEOUT is 560)
+deadline=$((SECONDS + 240))                 # no wait of a) and b) goes past this, d) gets 200 s more (ctest TIMEOUT is 900)
 export PATH=$PATH:/usr/sbin:/sbin
 
 tmp='' ctld='' slurmd='' munged='' result=''
@@ -219,6 +222,44 @@ check_done() {  # check_done ID WHAT: COMPLETED with exit code 0:0
   [ "$state" = COMPLETED ] && [ "$code" = 0:0 ] || fail "$2: job $1 ended $state with exit code $code"
 }
 
+# preempt JOB OUT CASE: once JOB runs and has printed 3 thermo lines to OUT, SIGUSR1 to its batch
+# shell; waits until it is requeued, starts again and ends (the caller checks how).
+pj='' pout='' pcase='' kicked=0
+thermo_lines() { local n; n=$(grep -cE '^ +[0-9]+ +[0-9.]+ ' "$pout" 2> /dev/null); echo "${n:-0}"; }
+progressing() {
+  finished "$pj" && fail "$pcase: job $pj ended before it could be signalled (raise GRIDTRAIN_SLURM_TEST_STEPS)"
+  [ "$(field "$pj" JobState)" = RUNNING ] && [ "$(thermo_lines)" -ge 3 ]
+}
+requeued() {
+  [ "$(field "$pj" Restarts)" -ge 1 ] 2> /dev/null && return 0
+  finished "$pj" && fail "$pcase: job $pj ended ($(field "$pj" JobState)) instead of being requeued"
+  return 1
+}
+# Slurm holds a requeued job for ~120 s (PENDING, Reason=BeginTime): bring its start forward, once,
+# to a few seconds from now (slurmd refuses a launch in the same second as the requeue's credential
+# revocation: "Job credential revoked").
+released() {
+  case $(field "$pj" JobState) in
+    RUNNING) return 0 ;;
+    PENDING)
+      if [ $kicked = 0 ] && [ "$(field "$pj" Reason)" = BeginTime ]; then
+        note "$pcase) job $pj requeued, pending with Reason=BeginTime: scontrol update StartTime=now+5"
+        scontrol update JobId="$pj" StartTime=now+5 > /dev/null && kicked=1
+      fi
+      return 1 ;;
+  esac
+  finished "$pj"
+}
+preempt() {
+  pj=$1 pout=$2 pcase=$3 kicked=0
+  wait_for 120 "job $pj to run and print 3 thermo lines" progressing
+  scancel --signal=USR1 --batch "$pj" || fail "scancel --signal=USR1 --batch $pj failed"
+  note "$pcase) sent SIGUSR1 to the batch shell of job $pj after $(thermo_lines) thermo lines"
+  wait_for 60 "job $pj to be requeued" requeued
+  wait_for 60 "requeued job $pj to start again" released
+  wait_for 150 "requeued job $pj to finish" finished "$pj"
+}
+
 # --- a) a short job completes ----------------------------------------------------------------------
 a=$work/smoke
 ja=$(submit gt-smoke "$a" --data.path="$data" --output.dir="$a/out" --checkpoint.dir="$a/ckpt") ||
@@ -243,38 +284,7 @@ jb=$(submit gt-preempt "$b" "${common[@]}" --output.dir="$b/out" --checkpoint.di
 jobs+=("$jb")
 out_b=$b/slurm-$jb.out
 note "b) preemption job $jb submitted ($steps steps)"
-thermo_lines() { local n; n=$(grep -cE '^ +[0-9]+ +[0-9.]+ ' "$out_b" 2> /dev/null); echo "${n:-0}"; }
-progressing() {
-  finished "$jb" && fail "preempt: job $jb ended before it could be signalled (raise GRIDTRAIN_SLURM_TEST_STEPS)"
-  [ "$(field "$jb" JobState)" = RUNNING ] && [ "$(thermo_lines)" -ge 3 ]
-}
-wait_for 120 "job $jb to run and print 3 thermo lines" progressing
-scancel --signal=USR1 --batch "$jb" || fail "scancel --signal=USR1 --batch $jb failed"
-note "b) sent SIGUSR1 to the batch shell of job $jb after $(thermo_lines) thermo lines"
-requeued() {
-  [ "$(field "$jb" Restarts)" -ge 1 ] 2> /dev/null && return 0
-  finished "$jb" && fail "preempt: job $jb ended ($(field "$jb" JobState)) instead of being requeued"
-  return 1
-}
-wait_for 60 "job $jb to be requeued" requeued
-# Slurm holds a requeued job for ~120 s (PENDING, Reason=BeginTime): bring its start forward, once,
-# to a few seconds from now (slurmd refuses a launch in the same second as the requeue's credential
-# revocation: "Job credential revoked").
-kicked=0
-released() {
-  case $(field "$jb" JobState) in
-    RUNNING) return 0 ;;
-    PENDING)
-      if [ $kicked = 0 ] && [ "$(field "$jb" Reason)" = BeginTime ]; then
-        note "b) job $jb requeued, pending with Reason=BeginTime: scontrol update StartTime=now+5"
-        scontrol update JobId="$jb" StartTime=now+5 > /dev/null && kicked=1
-      fi
-      return 1 ;;
-  esac
-  finished "$jb"
-}
-wait_for 60 "requeued job $jb to start again" released
-wait_for 150 "requeued job $jb to finish" finished "$jb"
+preempt "$jb" "$out_b" b
 check_done "$jb" "preempt"
 [ "$(field "$jb" Restarts)" = 1 ] || fail "preempt: job $jb has Restarts=$(field "$jb" Restarts), expected 1"
 stop=$(grep -oE "Stopping after step [0-9]+ on signal 10; checkpoint saved" "$out_b" | grep -oE "[0-9]+" | head -n 1)
@@ -303,6 +313,52 @@ step_r=$(last "$r/out/metrics.jsonl" step) loss_r=$(last "$r/out/metrics.jsonl" 
   fail "final loss at step $steps differs: preempted+resumed $loss_b, uninterrupted $loss_r"
 note "b) PASS: final loss at step $steps: resumed $loss_b == uninterrupted $loss_r"
 
+# --- d) a branch through a requeue: the requeued attempt continues the job's own branch ------------
+# Run A (outside Slurm) writes steps 5 and 6 into d/ck. The job, --restart d/ck/step-5, is a branch
+# of A at step 5 (A went on); it checkpoints every 50 steps, is stopped by SIGUSR1 and requeued
+# with the same command line: it must continue its branch from the step it saved, not branch from
+# step 5 again (which its own files at steps 50, 100, ... would refuse, exit 1). A new job with the
+# same command line is a new branch, and is refused there.
+deadline=$((SECONDS + 200))
+d=$work/branch
+run_of() { "$gridtrain" inspect "$1" | sed -n 's/^  run \([0-9a-f]*\).*/\1/p'; }
+timeout 120 "$mpiexec" -n 2 --oversubscribe -x OMP_NUM_THREADS=1 "$gridtrain" -i "$src/inputs/in.smoke" \
+  --data.path="$data" --train.steps=6 --checkpoint.interval=5 --output.dir="$d/A" --checkpoint.dir="$d/ck" \
+  > "$work/branch-A.txt" 2>&1 || { tail -n 20 "$work/branch-A.txt"; fail "branch: run A failed"; }
+ra=$(run_of "$d/ck/step-00000006.h5") sum_a=$(cat "$d/ck/step-00000005.h5" "$d/ck/step-00000006.h5" | sha256sum)
+[ -n "$ra" ] || fail "branch: no run id in $d/ck/step-00000006.h5"
+branch=("${common[@]}" --restart "$d/ck/step-00000005.h5" --checkpoint.dir="$d/ck" --checkpoint.interval=50)
+jd=$(submit gt-branch "$d" "${branch[@]}" --output.dir="$d/out") || fail "sbatch failed for the branch job"
+jobs+=("$jd")
+out_d=$d/slurm-$jd.out
+note "d) branch job $jd submitted: --restart $d/ck/step-00000005.h5 of run $ra, which went on to step 6"
+preempt "$jd" "$out_d" d
+check_done "$jd" "branch requeue (the requeued attempt must continue the job's branch)"
+[ "$(field "$jd" Restarts)" = 1 ] || fail "branch: job $jd has Restarts=$(field "$jd" Restarts), expected 1"
+stop_d=$(grep -oE "Stopping after step [0-9]+ on signal 10; checkpoint saved" "$out_d" | grep -oE "[0-9]+" | head -n 1)
+[ -n "$stop_d" ] || fail "branch: no 'Stopping after step N on signal 10; checkpoint saved' in $out_d"
+[ "$(grep -c "so this run is a branch" "$out_d")" = 1 ] || fail "branch: the job did not branch exactly once"
+grep -qE "Resumed from $d/ck/step-0*$stop_d\.h5 at step $stop_d " "$out_d" ||
+  fail "branch: the requeued attempt did not resume the branch's step $stop_d"
+grep -q "this is Slurm job .*$jd requeued (restart 1)" "$out_d" || fail "branch: the requeue is not explained"
+grep -q "Loop time of .* for $((steps - stop_d)) steps" "$out_d" ||
+  fail "branch: the requeued attempt did not run the remaining $((steps - stop_d)) steps"
+final=$d/ck/$(printf 'step-%08d.h5' "$steps")
+rd=$(run_of "$final")
+[ -n "$rd" ] && [ "$rd" != "$ra" ] || fail "branch: $final is run '$rd', not a branch of $ra"
+"$gridtrain" inspect "$final" | grep -qF "run $rd (branched from run $ra at step 5)" || fail "branch: $final lost branched_from"
+[ "$(cat "$d/ck/step-00000005.h5" "$d/ck/step-00000006.h5" | sha256sum)" = "$sum_a" ] || fail "branch: run A's files changed"
+note "d) job $jd branched (run $rd from $ra@5), stopped after step $stop_d, was requeued and continued its branch to step $steps"
+# A new job, the same command line: a new branch, refused by the first job's files.
+je=$(submit gt-branch2 "$d" "${branch[@]}" --output.dir="$d/out2") || fail "sbatch failed for the second branch job"
+jobs+=("$je")
+wait_for 120 "second branch job $je to finish" finished "$je"
+[ "$(field "$je" ExitCode)" = 1:0 ] || fail "branch: a new job with the same --restart ended $(field "$je" JobState) $(field "$je" ExitCode), expected exit 1"
+grep -q "so this run is a branch" "$d/slurm-$je.out" && grep -qF "(run $rd)" "$d/slurm-$je.out" ||
+  fail "branch: the new job did not refuse as a new branch naming run $rd's files"
+[ "$(run_of "$final")" = "$rd" ] || fail "branch: the new job replaced $final"
+note "d) PASS: requeue continued the job's branch; new job $je is a new branch, refused (exit 1)"
+
 # --- c) a scaling study through Slurm: job arrays of slurm/scaling.sbatch ----------------------------
 c=$work/scaling
 note "c) scripts/scaling --launcher slurm: strong and weak series of 1, 2, 4 ranks of in.kjv-gpt"
@@ -320,4 +376,4 @@ grep -q "Process grid: 4 (dp) x 1 (tp) x 1 (pp) = 4 MPI ranks" "$c"/points/n4-dp
   fail "scaling: the weak 4-rank point did not run on 4 ranks under Slurm"
 note "c) PASS: 5 points in 3 job arrays; $(grep -m1 'Prediction:' "$c/report.md")"
 
-result="PASS: $version; smoke job completed; job stopped by SIGUSR1 at step $stop, requeued, resumed and finished with the uninterrupted run's loss $loss_r; scaling study through job arrays"
+result="PASS: $version; smoke job completed; job stopped by SIGUSR1 at step $stop, requeued, resumed and finished with the uninterrupted run's loss $loss_r; a requeued branch continued its own branch; scaling study through job arrays"

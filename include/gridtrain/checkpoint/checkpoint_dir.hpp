@@ -48,13 +48,27 @@ struct ResumeChoice {
 ///    run D's step files belong to. Its files newer than `latest`'s come first, then `latest`'s,
 ///    then the older ones; the reason says why the choice is not `latest`'s and names the other
 ///    runs' files skipped (never adopted). nullopt when D holds no checkpoint file at all.
-///  - a `latest` pointer file: the checkpoint it names, in its directory.
-///  - any other path: that file (load() verifies it).
+///  - a `latest` pointer file that names a checkpoint: its directory resolved as above (the
+///    pointer's run; a newer complete checkpoint of that run than the one a stale pointer names
+///    is taken, and the reason says so).
+///  - any other path F: that file (load() verifies it) — except in a requeued Slurm job
+///    (SLURM_RESTART_COUNT > 0) whose earlier attempt, started from F, wrote checkpoints into
+///    dir: those record this job (slurm_job) and are F's run continued or a branch of it at F's
+///    step (branched_from). The newest of them that passes checkpoint_problem() is chosen (with
+///    `scanned`: the job continues its own lineage, it does not branch from F again).
 /// Throws gridtrain::Error when D holds checkpoint files but none of its run passes (each named
 /// with its problem), when without a usable `latest` its files belong to several runs (each
 /// named with its files), or a pointer names nothing: starting fresh, or guessing, there would
 /// lose or mix runs.
 std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string& dir, MPI_Comm comm);
+
+/// The Slurm job this process belongs to, as recorded in its checkpoints (root attribute
+/// slurm_job): "<SLURM_CLUSTER_NAME>:<SLURM_JOB_ID>", or SLURM_JOB_ID alone when the cluster name
+/// is unset; "" outside Slurm. Local (this process's environment).
+std::string slurm_job_identity();
+/// SLURM_RESTART_COUNT: how often this Slurm job was requeued (0 on its first start and outside
+/// Slurm). Local.
+long long slurm_restart_count();
 
 /// A new run id: 64 random bits as 16 hex digits, enough to tell two runs' files apart. Local.
 std::string random_run_id();
@@ -62,5 +76,13 @@ std::string random_run_id();
 /// The run a checkpoint belongs to (its root attribute run_id), or "" when it has none or
 /// cannot be read. Local (serial HDF5 open).
 std::string checkpoint_run(const std::filesystem::path& path);
+
+/// Who wrote a checkpoint: its root attributes run_id, branched_from ("<run>@<step>"), slurm_job
+/// and step; "" (step -1) for those it lacks or when it cannot be read. Local (serial HDF5 open).
+struct CheckpointOrigin {
+  std::string run_id, branched_from, slurm_job;
+  long long step = -1;
+};
+CheckpointOrigin checkpoint_origin(const std::filesystem::path& path);
 
 }  // namespace gridtrain

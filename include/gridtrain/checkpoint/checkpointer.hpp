@@ -80,9 +80,11 @@ class Checkpointer {
   /// Blocks until an outstanding asynchronous write has finished and is `latest` (end of run).
   void wait();
 
-  /// checkpoint.resume resolved by choose_resume() (checkpoint_dir.hpp): none → nullopt; auto or
-  /// a directory → the newest checkpoint that passes its checksums, `latest` first; a `latest`
-  /// pointer → the file it names; else the path. Logs which and why. Collective.
+  /// checkpoint.resume resolved by choose_resume() (checkpoint_dir.hpp): none → nullopt; auto, a
+  /// directory or a `latest` pointer → the newest checkpoint of the directory's run that passes
+  /// its checksums (never older than the one `latest` names); a file → that file, or in a
+  /// requeued Slurm job the newest checkpoint its earlier attempt wrote from it. Logs which and
+  /// why. Collective.
   std::optional<std::string> resume_path();
   /// Loads path into model and opt (fp32 master weights, optimizer state, RNG); this run then
   /// continues the checkpoint's lineage from its step (claim_lineage). Collective. Throws
@@ -153,11 +155,13 @@ class Checkpointer {
   bool read_rank_state(CheckpointFile& file, Optimizer& opt);
   /// Reads the tensors of file into this rank's parts of them (phased as load()).
   void read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors);
-  /// After a load: the lineage (run_id) this run continues. The loaded run's, unless
-  /// checkpoint.dir holds a later checkpoint of that run which a directory scan did not pass over
-  /// as unusable: then this run is a branch and gets a new run_id (its files record
-  /// branched_from). Throws gridtrain::Error, before any step, when a step file this run would
-  /// write belongs to another run (or the branched-from one), unless output.overwrite = true.
+  /// After a load: the lineage (run_id) this run continues. The loaded run's (with its
+  /// branched_from, when the loaded file is a branch's), unless checkpoint.dir holds a later
+  /// checkpoint of that run which resume_path() did not choose over (a directory scan passed it
+  /// over as unusable, or a requeue continues its own lineage): then this run is a branch and gets
+  /// a new run_id (its files record branched_from). Throws gridtrain::Error, before any step,
+  /// when a step file this run would write belongs to another run (or the branched-from one),
+  /// naming each file's run, unless output.overwrite = true.
   void claim_lineage(bool scanned);
   /// Deletes this run's checkpoints older than `step` beyond checkpoint.keep_last (rank 0).
   void prune(long long step);
@@ -169,7 +173,9 @@ class Checkpointer {
   Log& log_;
   CorpusId corpus_;
   Lineage lineage_;  // new at a fresh start or a branch, the checkpoint's after a load
+  std::string slurm_job_;  // slurm_job_identity() of rank 0, written into every file ("" outside Slurm)
   bool resume_scanned_ = false;  // resume_path() chose from a directory's files
+  std::string resume_file_;      // the checkpoint resume_path() chose ("" when none)
   long long start_step_ = 0;  // the step this run started from (that of the loaded checkpoint)
   std::set<long long> written_;  // steps this process committed (touched by the writer only)
   MPI_Comm io_comm_ = MPI_COMM_NULL;     // dup of the grid communicator: the HDF5 file's
