@@ -275,21 +275,21 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
   snap->tensors.resize(count);
+  launch(snap);
+  stall_s_ += clock.seconds();
+}
 
+void Checkpointer::launch(const std::shared_ptr<Snapshot>& snap) {
   ++saves_;
   pending_ = snap;
-  if (cfg_.checkpoint.async) {
-    writer_ = std::thread([this, snap] {
-      try {
-        write(*snap);
-      } catch (const std::exception& e) {  // a failed background write is a fault on this rank
-        abort_job("checkpoint write failed: " + std::string(e.what()));
-      }
-    });
-  } else {
-    write(*snap);
-  }
-  stall_s_ += clock.seconds();
+  if (!cfg_.checkpoint.async) return write(*snap);
+  writer_ = std::thread([this, snap] {
+    try {
+      write(*snap);
+    } catch (const std::exception& e) {  // a failed background write is a fault on this rank
+      abort_job("checkpoint write failed: " + std::string(e.what()));
+    }
+  });
 }
 
 void Checkpointer::join_writer() {

@@ -37,6 +37,7 @@ int inspect_checkpoint(const std::string& path, Log& log) {
       const std::string from = h5_read_attr_string(root, "branched_from");
       header += " (branched from run " + from.substr(0, from.find('@')) + " at step " + from.substr(from.find('@') + 1) + ")";
     }
+    if (h5_has_attr(root, "slurm_job")) header += ", Slurm job " + h5_read_attr_string(root, "slurm_job");
     header += "\n\nDeck:\n" + h5_read_attr_string(root, "deck") + "\n";
     for (const auto& name : file.datasets()) {
       const auto shape = file.shape_of(name);

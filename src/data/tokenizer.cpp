@@ -3,14 +3,103 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <regex>
+#include <string_view>
+#include <utility>
 
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
 namespace {
+
+// The protobuf wire format, as far as a SentencePiece ModelProto needs it: (field, wire type)
+// tags, varints, 32-bit floats and length-delimited strings and messages; other fields skipped.
+class Wire {
+ public:
+  explicit Wire(std::string_view bytes) : p_(bytes) {}
+  bool done() const { return p_.empty(); }
+  // The next field's number and wire type.
+  std::pair<int, int> tag() {
+    const auto key = varint();
+    return {static_cast<int>(key >> 3), static_cast<int>(key & 7)};
+  }
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_.empty()) bad("a varint runs past the end");
+      const auto b = static_cast<unsigned char>(p_.front());
+      p_.remove_prefix(1);
+      v |= static_cast<std::uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    bad("a varint is longer than 10 bytes");
+  }
+  std::string_view bytes() {
+    const auto n = varint();
+    if (n > p_.size()) bad("a field's length runs past the end");
+    const auto v = p_.substr(0, n);
+    p_.remove_prefix(n);
+    return v;
+  }
+  float fixed32() {
+    if (p_.size() < 4) bad("a 32-bit field runs past the end");
+    std::uint32_t u = 0;
+    for (int i = 3; i >= 0; --i) u = (u << 8) | static_cast<unsigned char>(p_[static_cast<std::size_t>(i)]);
+    p_.remove_prefix(4);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
+  // Skips a field of wire type `type` that the reader does not use.
+  void skip(int type) {
+    switch (type) {
+      case 0: varint(); break;
+      case 1: take(8); break;
+      case 2: bytes(); break;
+      case 5: take(4); break;
+      default: bad("wire type " + std::to_string(type) + " (groups are not used by SentencePiece)");
+    }
+  }
+  // An int32 field: negative values are written as 64-bit two's complement.
+  int int32() { return static_cast<int>(static_cast<std::int64_t>(varint())); }
+
+  [[noreturn]] static void bad(const std::string& what) {
+    throw Error("the SentencePiece model is not a valid ModelProto: " + what);
+  }
+
+ private:
+  void take(std::size_t n) {
+    if (p_.size() < n) bad("a fixed-size field runs past the end");
+    p_.remove_prefix(n);
+  }
+  std::string_view p_;
+};
+
+template <class Fn>
+void each_field(std::string_view message, Fn fn) {
+  Wire w(message);
+  while (!w.done()) {
+    const auto [field, type] = w.tag();
+    if (!fn(w, field, type)) w.skip(type);
+  }
+}
+
+// NormalizerSpec (normalizer_spec = 3, denormalizer_spec = 5 of ModelProto).
+void read_normalizer(std::string_view message, std::string& name, std::string& charsmap, std::string* rule_tsv,
+                     bool* dummy_prefix, bool* remove_extra, bool* escape) {
+  each_field(message, [&](Wire& w, int field, int type) {
+    if (type == 2 && field == 1) return name = w.bytes(), true;
+    if (type == 2 && field == 2) return charsmap = w.bytes(), true;
+    if (type == 2 && field == 6 && rule_tsv) return *rule_tsv = w.bytes(), true;
+    if (type == 0 && field == 3 && dummy_prefix) return *dummy_prefix = w.varint() != 0, true;
+    if (type == 0 && field == 4 && remove_extra) return *remove_extra = w.varint() != 0, true;
+    if (type == 0 && field == 5 && escape) return *escape = w.varint() != 0, true;
+    return false;
+  });
+}
 
 class Bytes : public Tokenizer {
  public:
@@ -122,6 +211,55 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::st
   if (name == "bytes") return std::make_unique<Bytes>();
   if (name == "sentencepiece") return std::make_unique<SentencePiece>(model);
   throw Error("unknown tokenizer '" + name + "'; known: bytes, sentencepiece");
+}
+
+SentencePieceSpec sentencepiece_spec(const std::string& model) {
+  SentencePieceSpec spec;
+  each_field(model, [&](Wire& w, int field, int type) {
+    if (type != 2) return false;
+    const auto message = w.bytes();
+    if (field == 1) {  // pieces
+      SentencePieceSpec::Piece piece;
+      each_field(message, [&](Wire& p, int f, int t) {
+        if (f == 1 && t == 2) return piece.piece = p.bytes(), true;
+        if (f == 2 && t == 5) return piece.score = p.fixed32(), true;
+        if (f == 3 && t == 0) {
+          const auto v = p.varint();
+          if (v < 1 || v > 6) Wire::bad("piece " + std::to_string(spec.pieces.size()) + " has type " + std::to_string(v));
+          return piece.type = static_cast<SentencePieceSpec::Type>(v), true;
+        }
+        return false;
+      });
+      spec.pieces.push_back(std::move(piece));
+    } else if (field == 2) {  // trainer_spec
+      each_field(message, [&](Wire& t, int f, int wt) {
+        if (wt == 0) {
+          switch (f) {
+            case 3: return spec.model_type = t.int32(), true;
+            case 24: return spec.treat_whitespace_as_suffix = t.varint() != 0, true;
+            case 35: return spec.byte_fallback = t.varint() != 0, true;
+            case 40: return spec.unk_id = t.int32(), true;
+            case 41: return spec.bos_id = t.int32(), true;
+            case 42: return spec.eos_id = t.int32(), true;
+            case 43: return spec.pad_id = t.int32(), true;
+            default: return false;
+          }
+        }
+        if (wt == 2 && f == 44) return spec.unk_surface = t.bytes(), true;
+        return false;
+      });
+    } else if (field == 3) {  // normalizer_spec
+      read_normalizer(message, spec.normalizer_name, spec.precompiled_charsmap, &spec.normalization_rule_tsv,
+                      &spec.add_dummy_prefix, &spec.remove_extra_whitespaces, &spec.escape_whitespaces);
+    } else if (field == 5) {  // denormalizer_spec
+      std::string name;
+      read_normalizer(message, name, spec.denormalizer_charsmap, nullptr, nullptr, nullptr, nullptr);
+      spec.has_denormalizer = !spec.denormalizer_charsmap.empty();
+    }  // (others, such as self_test_data: read past)
+    return true;
+  });
+  if (spec.pieces.empty()) Wire::bad("it has no pieces");
+  return spec;
 }
 
 std::string train_sentencepiece(const std::string& text_file, int vocab_size, double character_coverage) {

@@ -6,11 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/interop/hf.hpp"
 #include "gridtrain/interop/safetensors.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 #include "hf_names.hpp"
+#include "hf_tokenizer.hpp"
 
 namespace fs = std::filesystem;
 
@@ -94,16 +96,25 @@ std::string write_weights(const fs::path& dir, std::vector<SafeTensorOut> tensor
   return std::to_string(shards.size()) + " shards + model.safetensors.index.json";
 }
 
-// tokenizer.model + tokenizer_config.json where the run had a SentencePiece model; a caveat otherwise.
-std::string write_tokenizer(CheckpointFile& file, const fs::path& dir, const Config& cfg) {
+// The tokenizer files, or (byte-level) the caveat: returns the files' contents by name, and the
+// line to report. Built before anything is written, so that a refused tokenizer leaves no export.
+struct TokenizerFiles {
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string report;
+};
+
+TokenizerFiles tokenizer_files(CheckpointFile& file, const Config& cfg) {
   if (!file.exists("/tokenizer/model"))
-    return "note: the model is byte-level (token i is byte i); no transformers tokenizer matches bytes exactly, "
-           "so none is written: encode text as its UTF-8 bytes\n";
-  std::ofstream(dir / "tokenizer.model", std::ios::binary) << h5_read_bytes(file.root(), "/tokenizer/model");
-  write_json(dir / "tokenizer_config.json",
-             {{"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", cfg.model.block_size},
-              {"add_bos_token", false}, {"add_eos_token", false}, {"legacy", false}});
-  return "wrote tokenizer.model (the run's SentencePiece model) and tokenizer_config.json\n";
+    return {{}, "note: the model is byte-level (token i is byte i); no transformers tokenizer matches bytes exactly, "
+                "so none is written: encode text as its UTF-8 bytes\n"};
+  const std::string model = h5_read_bytes(file.root(), "/tokenizer/model");
+  const auto spec = sentencepiece_spec(model);  // read from the file itself: export needs no SentencePiece plugin
+  return {{{"tokenizer.model", model},
+           {"tokenizer.json", hf::tokenizer_json(spec)},
+           {"tokenizer_config.json", hf::tokenizer_config(spec, cfg.model.block_size)}},
+          "wrote tokenizer.json (the run's SentencePiece model, " + std::to_string(spec.pieces.size()) +
+              " pieces, for the tokenizers library: the same ids as SentencePiece's Encode, no BOS/EOS), "
+              "tokenizer.model and tokenizer_config.json\n"};
 }
 
 }  // namespace
@@ -116,6 +127,7 @@ std::string export_hf(const HfExportOptions& o) {
     const ModelType type = cfg.model.type;
     if (type != ModelType::Gpt && type != ModelType::Llama)
       throw Error(std::string("model.type = ") + name_of(type) + " has no transformers counterpart; valid: gpt, llama");
+    const auto tokenizer = tokenizer_files(file, cfg);
     fs::create_directories(o.output);
     const fs::path dir(o.output);
     auto tensors = hf_tensors(file, type);
@@ -123,10 +135,14 @@ std::string export_hf(const HfExportOptions& o) {
     const std::string weights = write_weights(dir, std::move(tensors), o.max_shard_mb * 1e6);
     write_json(dir / "config.json", hf_config(cfg, file));
     write_json(dir / "generation_config.json", {{"do_sample", false}, {"max_length", cfg.model.block_size}});
-    const std::string tokenizer = write_tokenizer(file, dir, cfg);
+    for (const auto& [name, bytes] : tokenizer.files) {
+      std::ofstream out(dir / name, std::ios::binary);
+      out << bytes;
+      if (!out) throw Error((dir / name).string() + ": cannot write the file");
+    }
     file.close();
     return "Exported " + o.checkpoint + " (" + name_of(type) + ", " + std::to_string(count) + " tensors) to " +
-           o.output + ": config.json, generation_config.json, " + weights + "\n" + tokenizer;
+           o.output + ": config.json, generation_config.json, " + weights + "\n" + tokenizer.report;
   } catch (const Error& e) {
     throw Error("export: " + std::string(e.what()));
   } catch (const std::exception& e) {

@@ -16,7 +16,20 @@ CASE (then its arguments):
   - generate FAMILY             greedy decoding of 32 tokens: `gridtrain generate --temperature 0`,
                                 with and without its KV cache, and transformers' generate give
                                 the same tokens
+  - tokenizer FLAVOR             a llama on a SentencePiece corpus, exported: transformers' tokenizer
+                                (AutoTokenizer, the fast path, and SentencePieceBackend, the slow
+                                one) gives gridtrain's ids (its prepare's /train + /val tokens of
+                                each text), no BOS/EOS, and decodes them back; FLAVOR is the model:
+                                gridtrain (prepare --train-tokenizer; also greedy text against
+                                `gridtrain generate`), user-prefix (--sp-model: dummy prefix,
+                                user-defined and control symbols), user-nfkc (spm_train's defaults:
+                                nmt_nfkc, extra spaces removed, no byte fallback), bpe (refused)
   - bad                         damaged safetensors files and configs are refused by name
+  - tied FAMILY                 config.json ties the head but the file holds another lm_head.weight
+                                (a fine-tune that untied it): transformers keeps the file's head, and
+                                so does import for a llama (untied, with a note: the same logits); a
+                                gpt2 is refused by name. Then (llama) a deck that leaves rope_theta
+                                and norm_eps at their defaults is refused by checkpoint.init_from
 """
 import json
 import os
@@ -44,11 +57,11 @@ class Env:
         self.gridtrain, self.lm_logits, self.mpiexec, self.corpus, self.work = gridtrain, lm_logits, mpiexec, corpus, workdir
         os.makedirs(workdir, exist_ok=True)
 
-    def train(self, name, keys, dp=1, tp=1, pp=1, steps=2):
+    def train(self, name, keys, dp=1, tp=1, pp=1, steps=2, corpus=None):
         out = os.path.join(self.work, name)
         n = dp * tp * pp
         run([self.mpiexec, "-n", n, "--oversubscribe", self.gridtrain, "-i", "/dev/null",
-             f"--data.path={self.corpus}", f"--output.dir={out}", "--output.overwrite=true",
+             f"--data.path={corpus or self.corpus}", f"--output.dir={out}", "--output.overwrite=true",
              f"--checkpoint.dir={out}/ckpt", f"--train.steps={steps}", "--train.micro_batch=2",
              f"--train.global_batch={2 * dp * 2}", "--train.eval_interval=0", "--train.eval_samples=4",
              "--optim.warmup_steps=1", f"--grid.dp={dp}", f"--grid.tp={tp}", f"--grid.pp={pp}", *keys])
@@ -180,6 +193,143 @@ def case_generate(env, family):
             sys.exit("FAILED: greedy tokens differ")
 
 
+# Text for the tokenizer checks: KJV sentences, then what tokenizers get wrong most often.
+TOKENIZER_TEXTS = [
+    "In the beginning God created the heaven and the earth.",
+    "And God said, Let there be light: and there was light.",
+    "And the earth was without form, and void; and darkness was upon the face of the deep.",
+    "And God called the light Day, and the darkness he called Night. And the evening and the morning were the first day.",
+    "Ge1:1 In the beginning God created the heaven and the earth.\nGe1:2 And the earth was without form, and void;\n",
+    "And Moses said unto God, Who am I, that I should go unto Pharaoh?",
+    "   three leading spaces, two trailing  ",
+    "multiple   spaces,\ta tab, and\n\nblank lines\n\n\n",
+    "\n\nNewlines first",
+    "Non-ASCII: café, naïve, Æsir, Straße — “quoted” ½ ﬁ ｆｕｌｌ 中文 Ελληνικά 😀 ¡sí!",
+    "Names of pieces as text: <s> </s> <unk> <pad> <0x41> <0x0A> <ctl> [SEP] <b>bold</b> Lord",
+]
+
+SPM_FLAVORS = {  # spm_train options of a user's own model (--sp-model), and whether its round trip is exact
+    "user-prefix": (["--normalization_rule_name=identity", "--add_dummy_prefix=true", "--remove_extra_whitespaces=false",
+                     "--byte_fallback=true", "--user_defined_symbols=<b>,</b>,Lord", "--control_symbols=<ctl>,[SEP]"], True),
+    "user-nfkc": ([], False),  # spm_train's defaults
+    "bpe": (["--model_type=bpe", "--normalization_rule_name=identity", "--byte_fallback=true"], True),
+}
+
+
+def gridtrain_ids(env, model, text, tag, lossy):
+    """gridtrain's own encoding of `text`: `prepare text` with the model, its train + val tokens."""
+    txt, h5 = os.path.join(env.work, f"text-{tag}.txt"), os.path.join(env.work, f"text-{tag}.h5")
+    with open(txt, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    run([env.gridtrain, "prepare", "text", "--input", txt, "--output", h5, "--tokenizer", "sentencepiece",
+         "--sp-model", model, "--val-fraction", "0.5"] + (["--accept-lossy"] if lossy else []))
+    with h5py.File(h5, "r") as f:
+        return np.concatenate([f["train/tokens"][()], f["val/tokens"][()]]).astype(np.int64).tolist()
+
+
+def case_tokenizer(env, flavor):
+    import shutil
+    import sentencepiece
+    from transformers import AutoTokenizer
+    from transformers.tokenization_utils_sentencepiece import SentencePieceBackend
+    corpus_text = os.path.join(os.path.dirname(env.corpus), "ge-ex.txt")
+    data = os.path.join(env.work, f"sp-{flavor}.h5")
+    exact = True
+    if flavor == "gridtrain":
+        run([env.gridtrain, "prepare", "text", "--input", corpus_text, "--output", data, "--train-tokenizer",
+             "--vocab-size", "512"])
+    else:
+        options, exact = SPM_FLAVORS[flavor]
+        prefix = os.path.join(env.work, f"spm-{flavor}")
+        run([shutil.which("spm_train") or sys.exit("FAILED: spm_train not found (Debian package sentencepiece)"),
+             f"--input={corpus_text}", f"--model_prefix={prefix}", "--vocab_size=512", "--minloglevel=1", *options])
+        run([env.gridtrain, "prepare", "text", "--input", corpus_text, "--output", data, "--tokenizer", "sentencepiece",
+             "--sp-model", prefix + ".model"] + ([] if exact else ["--accept-lossy"]))
+    keys = [k for k in FAMILIES["llama"] if not k.startswith("--model.block_size")] + ["--model.block_size=64"]
+    generate = flavor == "gridtrain"  # trained until greedy decoding says something, as in case_generate
+    steps = 300 if generate else 2
+    ckpt = env.train(f"tok-{flavor}", keys + (["--optim.lr=1e-2"] if generate else []), steps=steps, corpus=data)
+    hf_dir = os.path.join(env.work, f"hf-tok-{flavor}")
+    if os.path.exists(hf_dir):
+        shutil.rmtree(hf_dir)
+    if flavor == "bpe":
+        p = run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir], expect_ok=False)
+        text = p.stdout + p.stderr
+        if p.returncode == 0 or "model_type = bpe" not in text or os.path.exists(hf_dir):
+            sys.exit(f"FAILED: export of a BPE SentencePiece model: exit {p.returncode}, "
+                     f"exists {os.path.exists(hf_dir)}, expected 'model_type = bpe' in:\n{text}")
+        print(f"refused as expected, nothing written: {text.strip().splitlines()[-1]}")
+        return
+    run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir])
+    model = os.path.join(hf_dir, "tokenizer.model")
+    with h5py.File(data, "r") as f, open(model, "rb") as g:
+        if f["tokenizer/model"][()].tobytes() != g.read():
+            sys.exit("FAILED: the exported tokenizer.model is not the run's SentencePiece model")
+    sp = sentencepiece.SentencePieceProcessor(model_file=model)
+    fast = AutoTokenizer.from_pretrained(hf_dir)
+    # transformers 5 ignores use_fast=False (AutoTokenizer always builds the tokenizers-library
+    # tokenizer); its slow path is SentencePieceBackend, which runs SentencePiece itself.
+    also_fast = AutoTokenizer.from_pretrained(hf_dir, use_fast=False)
+    slow = SentencePieceBackend.from_pretrained(hf_dir)
+    print(f"AutoTokenizer: {type(fast).__name__} (fast {fast.is_fast}); use_fast=False: {type(also_fast).__name__}; "
+          f"slow: {type(slow).__name__} (fast {slow.is_fast})")
+    if not fast.is_fast or slow.is_fast:
+        sys.exit("FAILED: expected a fast AutoTokenizer and a slow SentencePieceBackend")
+    failures, slow_decode_differs = [], 0
+    for i, text in enumerate(TOKENIZER_TEXTS):
+        ours = gridtrain_ids(env, model, text, f"{flavor}-{i}", not exact)
+        got = {"sentencepiece": sp.encode(text), "fast": fast(text)["input_ids"],
+               "fast, no special tokens": fast.encode(text, add_special_tokens=False),
+               "use_fast=False": also_fast(text)["input_ids"], "slow": slow(text)["input_ids"],
+               "slow, no special tokens": slow.encode(text, add_special_tokens=False)}
+        if i == 0:
+            print(f"{text!r}: gridtrain {len(ours)} ids {ours}")
+        for name, ids in got.items():
+            if ids != ours:
+                failures.append(f"{text!r}: {name} gives {len(ids)} ids {ids}, gridtrain {len(ours)} {ours}")
+        want = text if exact else sp.decode(ours)  # lossy: SentencePiece's (and gridtrain's) decoding
+        back = fast.decode(ours)
+        if back != want:
+            failures.append(f"{text!r}: fast decode gives {back!r}, expected {want!r}")
+        # Control pieces (<s>, </s>) are special tokens: dropped when asked, as SentencePiece does.
+        wrapped = fast.decode([sp.bos_id()] + ours + [sp.eos_id()], skip_special_tokens=True)
+        if back != wrapped:
+            failures.append(f"{text!r}: fast decode with BOS/EOS skipped gives {wrapped!r}")
+        if slow.sp_model.decode(ours) != want:
+            failures.append(f"{text!r}: the slow tokenizer's SentencePiece decodes {slow.sp_model.decode(ours)!r}")
+        slow_decode_differs += slow.decode(ours) != want
+    print(f"{len(TOKENIZER_TEXTS)} texts: gridtrain's ids from fast, use_fast=False and slow tokenizers"
+          f"{'' if exact else ' (lossy model: decode compared with SentencePiece decode)'}; {len(failures)} failures")
+    # SentencePieceBackend.decode joins the pieces itself (byte pieces as their names, ends stripped):
+    print(f"(SentencePieceBackend.decode differs from the text on {slow_decode_differs} of {len(TOKENIZER_TEXTS)}; "
+          "transformers' generic slow decoding, not the export)")
+    # Every line of the corpus against spm_encode: libsentencepiece, the library gridtrain links.
+    with open(corpus_text, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    encoded = run([shutil.which("spm_encode") or sys.exit("FAILED: spm_encode not found (Debian package sentencepiece)"),
+                   f"--model={model}", "--output_format=id", f"--input={corpus_text}"]).stdout.splitlines()
+    line_failures = [l for l, e in zip(lines, encoded) if fast.encode(l, add_special_tokens=False) != [int(x) for x in e.split()]]
+    print(f"{len(lines)} lines of Genesis-Exodus: fast ids == spm_encode's on {len(lines) - len(line_failures)}")
+    if line_failures or len(encoded) != len(lines):
+        failures.append(f"{len(line_failures)} corpus lines differ ({len(encoded)} encoded of {len(lines)})")
+    if generate:
+        from transformers import AutoModelForCausalLM
+        prompt = "And God said"
+        lm = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+        ids = fast(prompt, return_tensors="pt")["input_ids"]
+        out = lm.generate(ids, max_new_tokens=24, do_sample=False, pad_token_id=0)
+        theirs = prompt + fast.decode(out[0, ids.shape[1]:].tolist())
+        p = subprocess.run([env.gridtrain, "generate", ckpt, "--prompt", prompt, "--temperature", "0",
+                            "--max-new-tokens", "24"], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"FAILED: gridtrain generate\n{p.stderr}")
+        print(f"greedy, transformers: {theirs!r}\ngreedy, gridtrain:    {p.stdout[:-1]!r}")
+        if p.stdout != theirs + "\n":
+            failures.append("greedy text differs")
+    if failures:
+        sys.exit("FAILED:\n  " + "\n  ".join(failures))
+
+
 def write_safetensors(path, header, data):
     text = json.dumps(header).encode()
     with open(path, "wb") as f:
@@ -233,11 +383,62 @@ def case_bad(env):
         print(f"refused as expected: {os.path.basename(directory)}")
 
 
+def case_tied(env, family):
+    from safetensors.torch import load_file, save_file
+    hf_dir = os.path.join(env.work, f"tied-{family}")
+    keys = random_hf_model(family, hf_dir)
+    config = json.load(open(os.path.join(hf_dir, "config.json")))
+    config["tie_word_embeddings"] = True
+    embedding = "model.embed_tokens.weight" if family == "llama" else "transformer.wte.weight"
+    tensors = {}
+    for name in sorted(os.listdir(hf_dir)):
+        if name.endswith(".safetensors"):
+            tensors.update(load_file(os.path.join(hf_dir, name)))
+            os.remove(os.path.join(hf_dir, name))
+    if os.path.exists(os.path.join(hf_dir, "model.safetensors.index.json")):
+        os.remove(os.path.join(hf_dir, "model.safetensors.index.json"))
+    torch.manual_seed(5)
+    tensors["lm_head.weight"] = tensors[embedding] + 0.05 * torch.randn_like(tensors[embedding])
+    save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(hf_dir, "model.safetensors"),
+              metadata={"format": "pt"})
+    json.dump(config, open(os.path.join(hf_dir, "config.json"), "w"))
+    ckpt = os.path.join(env.work, f"tied-{family}.h5")
+    p = run([env.gridtrain, "import", hf_dir, "--output", ckpt], expect_ok=False)
+    text = p.stdout + p.stderr
+    if family == "gpt2":
+        if p.returncode == 0 or "lm_head.weight" not in text or "differs from transformer.wte.weight" not in text:
+            sys.exit(f"FAILED: a GPT-2 with a head unlike its embedding was not refused by name:\n{text}")
+        if os.path.exists(ckpt):
+            sys.exit("FAILED: the refused import left its output file")
+        print("gpt2: a head unlike the embedding is refused by name")
+        return
+    if p.returncode != 0 or "imported untied (model.tie_embeddings = false) with the file's head" not in text:
+        sys.exit(f"FAILED: import did not keep the file's head, saying so:\n{text}")
+    from transformers import AutoModelForCausalLM
+    theirs = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    if not torch.equal(theirs.lm_head.weight.detach(), tensors["lm_head.weight"]):  # the premise: transformers keeps it
+        sys.exit("FAILED: transformers no longer keeps the file's head under tie_word_embeddings; revisit import")
+    ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(4))
+    check_close("import of a tied config with its own head", env.logits(ckpt, ids), hf_logits(hf_dir, ids))
+    # The imported file records rope_theta 20000 and norm_eps 1e-5; a deck of the shape keys alone
+    # (defaults 10000 and 1e-5) computes another model from these weights and is refused.
+    shape_only = [k for k in keys if not k.startswith(("--model.rope_theta", "--model.norm_eps"))]
+    p = run([env.mpiexec, "-n", 1, env.gridtrain, "-i", "/dev/null", f"--data.path={env.corpus}",
+             f"--output.dir={env.work}/init-defaults", "--output.overwrite=true", "--train.steps=1",
+             "--model.tie_embeddings=false", f"--checkpoint.init_from={ckpt}", *shape_only], expect_ok=False)
+    text = p.stdout + p.stderr
+    want = "model.rope_theta = 20000 in the checkpoint, 10000 in this run"
+    if p.returncode == 0 or want not in text or "--model.rope_theta=20000" not in text:
+        sys.exit(f"FAILED: init_from with the deck's default rope_theta was not refused naming both values:\n{text}")
+    print("init_from: a deck with another rope_theta is refused, naming both values")
+
+
 def main():
     case, *args = sys.argv[1:]
     env = Env(*args[:5])
     rest = args[5:]
-    {"export": case_export, "import": case_import, "generate": case_generate, "bad": case_bad}[case](env, *rest)
+    {"export": case_export, "import": case_import, "generate": case_generate, "tokenizer": case_tokenizer,
+     "bad": case_bad, "tied": case_tied}[case](env, *rest)
     print("OK")
 
 

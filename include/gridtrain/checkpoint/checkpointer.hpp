@@ -136,6 +136,7 @@ class Checkpointer {
   /// come last).
   static torch::Tensor leading(const torch::Tensor& local, std::size_t n);
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
+  void launch(const std::shared_ptr<Snapshot>& snap);  // write it, on the writer thread when async
   /// Runs fn and agrees on its success over agree_comm_ under comm.timeout_s, watched by the
   /// watchdog; a rank that does not get past it in time aborts the job with `where` and what
   /// abandon(stuck = true) (cleanup, returning text to add) says. Returns the agreed failure.

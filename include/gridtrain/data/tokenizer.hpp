@@ -25,6 +25,38 @@ class Tokenizer {
 /// an unknown name (listing the known ones) or a model SentencePiece cannot load.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& model = "");
 
+/// What a serialized SentencePiece model (its ModelProto) says about encoding and decoding: the
+/// pieces and the settings that SentencePieceProcessor::Encode / Decode follow. What an exporter to
+/// another tokenizer library needs (interop/hf_export.cpp). Fields the file leaves out take the
+/// proto's defaults, as SentencePiece does.
+struct SentencePieceSpec {
+  enum class Type { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+  struct Piece {
+    std::string piece;  ///< UTF-8; "▁" (U+2581) stands for a space
+    float score = 0;
+    Type type = Type::Normal;
+  };
+  std::vector<Piece> pieces;  ///< in id order
+  // trainer_spec
+  int model_type = 1;  ///< 1 unigram, 2 bpe, 3 word, 4 char
+  bool byte_fallback = false;
+  bool treat_whitespace_as_suffix = false;
+  int unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;  ///< -1: none
+  std::string unk_surface = " \xE2\x81\x87 ";              ///< what Decode writes for the unknown piece
+  // normalizer_spec
+  std::string normalizer_name;       ///< e.g. "identity", "nmt_nfkc" (the rule is precompiled_charsmap)
+  std::string precompiled_charsmap;  ///< empty for identity
+  std::string normalization_rule_tsv;
+  bool add_dummy_prefix = true, remove_extra_whitespaces = true, escape_whitespaces = true;
+  // denormalizer_spec (decoding): present only in models trained with a decode rule
+  bool has_denormalizer = false;
+  std::string denormalizer_charsmap;
+};
+
+/// Reads the serialized SentencePiece model `model` (the protobuf wire format of ModelProto).
+/// Throws gridtrain::Error for bytes that are not such a model.
+SentencePieceSpec sentencepiece_spec(const std::string& model);
+
 /// Trains a SentencePiece model (unigram) of vocab_size pieces on the lines of text_file and
 /// returns it serialized. Identity normalization, no dummy prefix and byte fallback (bytes no
 /// piece covers, a newline among them, become <0xNN> pieces), so decode(encode(text)) == text.
