@@ -21,6 +21,7 @@
 #include "gridtrain/plan/predict.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/process_setup.hpp"
+#include "gridtrain/util/signals.hpp"
 #include "gridtrain/app/build_info.hpp"
 
 namespace po = boost::program_options;
@@ -290,6 +291,7 @@ int run(int argc, char** argv, int rank, Log& log) {
 
 int cli_main(int argc, char** argv) {
   prepare_process();
+  start_signal_thread();  // before MPI_Init's threads, which then block the stop signals too
   int provided = 0;
   // MULTIPLE: the asynchronous checkpoint writer runs collectives on its own thread.
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -84,7 +84,8 @@ Key stage_layers_key() {
 // model.channels: the cnn's width per stage, "32,64".
 Key channels_key() {
   const std::string valid = "one channel count >= 1 per stage separated by commas, e.g. 32,64";
-  return {{"model.channels", comma_list(Config{}.model.channels),
+  const Config defaults;  // a named object: GCC 12 warns of a temporary's fields as maybe uninitialized
+  return {{"model.channels", comma_list(defaults.model.channels),
            "cnn: output channels of each stage (two 3x3 conv-batch-norm-ReLU layers, then 2x2 max-pooling)", valid},
           [valid](Config& c, const std::string& text) -> std::optional<std::string> {
             std::vector<int> widths;

@@ -18,7 +18,8 @@ Key tensors_key() {
     for (const TensorClass t : c.sparsity.tensors) (out += out.empty() ? "" : ",") += name_of(t);
     return out;
   };
-  return {{"sparsity.tensors", show(Config{}),
+  const Config defaults;  // a named object: GCC 12 warns of a temporary's fields as maybe uninitialized
+  return {{"sparsity.tensors", show(defaults),
            "classes of parameters sparsified: matrix (linear layers' weights), conv (convolution kernels), "
            "embedding (token and position tables), head (the output layer's matrix; gpt's is its token embedding), "
            "vector (biases and norm gains)", valid},

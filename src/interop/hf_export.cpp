@@ -22,8 +22,8 @@ namespace {
 using json = nlohmann::json;
 
 // The config.json of transformers' LlamaConfig / GPT2Config for cfg; the vocabulary and the
-// llama's SwiGLU width as the checkpoint's tensors have them (the deck may leave them to the data
-// and to the multiple_of rule).
+// llama's SwiGLU width and key/value heads as the checkpoint's tensors have them (the deck may
+// leave them to the data, to the multiple_of rule and to n_kv_head = 0).
 json hf_config(const Config& cfg, CheckpointFile& file) {
   const auto& m = cfg.model;
   if (m.type == ModelType::Gpt) {
@@ -36,7 +36,7 @@ json hf_config(const Config& cfg, CheckpointFile& file) {
   }
   const auto vocab = file.shape_of("/model/model.embed_tokens.weight")[0];
   const auto ffn = file.shape_of("/model/model.layers.0.mlp.gate_proj.weight")[0];
-  const int kv = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+  const auto kv = file.shape_of("/model/model.layers.0.self_attn.k_proj.weight")[0] / (m.n_embd / m.n_head);
   return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", vocab},
           {"hidden_size", m.n_embd}, {"num_hidden_layers", m.n_layer}, {"num_attention_heads", m.n_head},
           {"num_key_value_heads", kv}, {"intermediate_size", ffn}, {"head_dim", m.n_embd / m.n_head}, {"hidden_act", "silu"},
