@@ -42,6 +42,14 @@ Pointer read_pointer(const fs::path& latest) {
 
 std::string file_name(const std::string& path) { return fs::path(path).filename().string(); }
 
+// The lines of rank 0's listing (scan, requeue_listing), each ended by a newline.
+std::vector<std::string> lines_of(const std::string& listing) {
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(listing.substr(at, end - at));
+  return lines;
+}
+
 // What rank 0 finds in dir, one item a line: latest's problem (empty if none), the file it names
 // (empty if none), the other runs' files skipped (a note, empty if none), then the candidates.
 //
@@ -98,9 +106,7 @@ std::optional<ResumeChoice> newest_valid(const fs::path& dir, MPI_Comm comm) {
     if (rank == 0) listing = scan(dir);
   });
   listing = broadcast_text(listing, comm);
-  std::vector<std::string> lines;
-  for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
-    lines.push_back(listing.substr(at, end - at));
+  const std::vector<std::string> lines = lines_of(listing);
   const std::string latest_problem = lines[0], latest_file = lines[1], others = lines[2];
   if (lines.size() == 3) return std::nullopt;  // no checkpoint file at all (the directory's run has one if any exists)
   const std::string note = others.empty() ? "" : "; " + others;
@@ -169,9 +175,7 @@ std::optional<ResumeChoice> requeued_job_choice(const fs::path& file, const fs::
   });
   listing = broadcast_text(listing, comm);
   if (listing.empty()) return std::nullopt;
-  std::vector<std::string> lines;
-  for (std::size_t at = 0, end; (end = listing.find('\n', at)) != std::string::npos; at = end + 1)
-    lines.push_back(listing.substr(at, end - at));
+  const std::vector<std::string> lines = lines_of(listing);
   std::string unusable;
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const auto problem = checkpoint_problem(lines[i], comm);
