@@ -33,6 +33,38 @@ std::map<std::string, torch::Tensor> fp32_state(Trainer& t) {
   return out;
 }
 
+// c trained from its initial weights rounded to bf16 (fp32 weights stay fp32 after): the run that
+// one bf16 rounding of the weights makes on this host's kernels.
+RunResult run_from_rounded(const Config& c) {
+  Log quiet(false);
+  Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : t.model().parameters()) p.copy_(p.to(torch::kBFloat16));
+  }
+  return t.run();
+}
+
+// How far a 2-byte-weights run may stray from the fp32-weights run `want` at each step, measured
+// on this host rather than fixed: `once` is `want` restarted from bf16-rounded weights (one
+// rounding, run_from_rounded). The 2-byte run rounds its weights after every update and its
+// gradients once per step, each a perturbation of that size, so to first order its difference at
+// step s is a sum of 2(s + 1) terms no larger than the largest one rounding made up to then. On
+// top, what it computes on bf16 tensors where fp32 weights keep fp32 (norms, the residual
+// stream, the gradients themselves) is one bf16 rounding, u = 2^-9 relative, of the loss
+// (log-softmax is 1-Lipschitz in its logits) and of the gradient norm.
+// Returns the bound per step for `of` (losses or grad_norms).
+std::vector<double> rounding_bounds(const RunResult& want, const RunResult& once,
+                                    std::vector<double> RunResult::*of) {
+  std::vector<double> bounds;
+  double largest = 0;
+  for (std::size_t s = 0; s < (want.*of).size(); ++s) {
+    largest = std::max(largest, rel((once.*of)[s], (want.*of)[s]));
+    bounds.push_back(2.0 * static_cast<double>(s + 1) * largest + std::ldexp(1.0, -9));
+  }
+  return bounds;
+}
+
 }  // namespace
 
 TEST_CASE("2-byte weights: bf16 parameters and gradients, fp32 masters, state bytes as Rajbhandari et al. count them",
@@ -69,11 +101,13 @@ TEST_CASE("2-byte weights: ZeRO 1, 2 and 3 train as stage 0, and as fp32 weights
   }
   Config fp32 = bf16_config(dir, 8, 0, family);
   fp32.precision.weights = PrecisionType::Fp32;
-  const auto got = quiet_run(fp32);
+  const auto exact = quiet_run(fp32), once = run_from_rounded(fp32);
+  const auto loss_bound = rounding_bounds(exact, once, &RunResult::losses);
+  const auto norm_bound = rounding_bounds(exact, once, &RunResult::grad_norms);
   for (std::size_t s = 0; s < want.losses.size(); ++s) {
-    CAPTURE(s);
-    CHECK(rel(want.losses[s], got.losses[s]) < 1e-2);  // bf16 keeps 8 significant bits: 2^-9 per rounding
-    CHECK(rel(want.grad_norms[s], got.grad_norms[s]) < 5e-2);
+    CAPTURE(s, want.losses[s], exact.losses[s], once.losses[s], want.grad_norms[s], exact.grad_norms[s]);
+    CHECK(rel(want.losses[s], exact.losses[s]) <= loss_bound[s]);
+    CHECK(rel(want.grad_norms[s], exact.grad_norms[s]) <= norm_bound[s]);
   }
 }
 
@@ -101,15 +135,22 @@ TEST_CASE("2-byte weights with 1-bit Adam: its compressed momentum exchange over
     c.optim.freeze_step = 2;
     return c;
   };
-  // Sign compression with error feedback turns a rounding difference into a different step (the
-  // loss right after the freeze differs by a few %), so the runs are compared over their last 4
-  // steps, by then within 2 % of each other.
-  const auto want = quiet_run(config(12, PrecisionType::Fp32)), got = quiet_run(config(12, PrecisionType::Bf16));
+  // Before the freeze 1-bit Adam is Adam, so the 2-byte run keeps within the rounding bound of the
+  // AdamW case. After it, sign compression turns a rounding difference into another step (a
+  // coordinate near 0 flips sign), and the runs part by as much as kernels differ: compared
+  // there is that the 2-byte run learns, over its last 4 steps, at least half as much as fp32.
+  const Config fp32 = config(12, PrecisionType::Fp32);
+  const auto want = quiet_run(fp32), once = run_from_rounded(fp32), got = quiet_run(config(12, PrecisionType::Bf16));
   REQUIRE(got.losses.size() == 12);
   REQUIRE(want.losses.size() == 12);
-  auto tail = [](const RunResult& r) { return (r.losses[8] + r.losses[9] + r.losses[10] + r.losses[11]) / 4; };
-  CHECK(rel(tail(got), tail(want)) < 2e-2);
-  CHECK(tail(got) < got.losses[0] - 0.5);  // and it learns
+  const auto bound = rounding_bounds(want, once, &RunResult::losses);
+  for (std::size_t s = 0; s < 2; ++s) CHECK(rel(got.losses[s], want.losses[s]) <= bound[s]);
+  auto drop = [](const RunResult& r) {
+    return r.losses[0] - (r.losses[8] + r.losses[9] + r.losses[10] + r.losses[11]) / 4;
+  };
+  CAPTURE(drop(want), drop(got));
+  CHECK(drop(want) > 0);
+  CHECK(drop(got) > drop(want) / 2);
   check_resume([&](int steps) {
     Config c = config(steps, PrecisionType::Bf16);
     c.checkpoint.dir = dir + "/ckpt";
