@@ -190,6 +190,10 @@ std::vector<Key> optim_keys() {
       int_key<int>("optim.freeze_step", GT_REF(optim.freeze_step),
                    "onebit_adam: AdamW steps on full-precision gradients before the variance freezes and "
                    "momentum is exchanged 1-bit compressed", 0),
+      real_key("optim.frozen_v_floor", GT_REF(optim.frozen_v_floor),
+               "onebit_adam: floor on sqrt of the bias-corrected second moment when it freezes (gradient units): "
+               "a coordinate whose gradient was ~0 until then (a key bias, unused positions) moves at most "
+               "lr * |momentum| / floor a step, not lr * |momentum| / eps; 0 = none, as Tang et al.", 0.0, false),
       real_key("optim.clip_grad", GT_REF(optim.clip_grad), "max global gradient L2 norm; 0 = no clipping", 0.0, false),
       int_key<int>("optim.zero_stage", GT_REF(optim.zero_stage),
                    "ZeRO stage over dp (Rajbhandari et al. 2020): 0 = every dp rank holds all optimizer state; 1 = "

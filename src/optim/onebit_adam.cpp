@@ -6,9 +6,9 @@
 namespace gridtrain {
 
 OnebitAdam::OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta1, double beta2, double eps,
-                       double weight_decay, long long freeze_step)
+                       double weight_decay, long long freeze_step, double v_floor)
     : dp_(dp), onebit_(make_compressor(CompressorKind::OneBit, memory_of(params.at(0).param))), beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay),
-      freeze_(freeze_step) {
+      v_floor_(v_floor), freeze_(freeze_step) {
   const auto options = params.at(0).param.options();
   std::int64_t n = 0;
   for (auto& p : params) n += p.param.numel();
@@ -33,6 +33,8 @@ void OnebitAdam::step(double lr) {
   // The second moment stops at the freeze step, and so does its bias correction.
   const double t2 = static_cast<double>(compressed ? freeze_ : steps_);
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t2));
+  if (compressed && steps_ == freeze_ + 1 && v_floor_ > 0)  // v freezes now: √(v / bc2) ≥ v_floor from here on
+    for (auto& s : slots_) s.exp_avg_sq.clamp_min_(v_floor_ * v_floor_ * bc2_sqrt * bc2_sqrt);
   adam_moments(slots_, beta1_, beta2_, /*second_moment=*/!compressed);  // compressed: the local momentum
   if (compressed) compressed_allreduce_mean(dp_, *onebit_, flat_exp_avg_, feedback_, "1-bit Adam momentum");
   adam_apply(slots_, lr, bc1, bc2_sqrt, eps_, wd_);

@@ -49,7 +49,7 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& c, std::vector<NamedPara
        }},
       {OptimizerType::OnebitAdam, [](const Config& cfg, std::vector<NamedParameter> p, Axis& axis) -> std::unique_ptr<Optimizer> {
          return std::make_unique<OnebitAdam>(std::move(p), axis, cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps,
-                                             cfg.optim.weight_decay, cfg.optim.freeze_step);
+                                             cfg.optim.weight_decay, cfg.optim.freeze_step, cfg.optim.frozen_v_floor);
        }},
   };
   return registry.at(c.optim.type)(c, std::move(params), dp);  // every OptimizerType is registered

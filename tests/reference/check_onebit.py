@@ -5,13 +5,18 @@ The reference is written here in PyTorch from Tang et al. 2021 ("1-bit Adam", Al
 the error-compensated compressed allreduce of §4.2) with DeepSpeed's OnebitAdam as the
 definition, for P simulated dp workers in one process. From gridtrain's state after step t − 1
 (dump_onebit), each worker's loss and gradient on its micro-batch of step t (check_gpt.gpt_loss,
-the model written from GPT-2), then one step of the algorithm, must give gridtrain's losses,
-gradients and state after step t to 1e-5 relative, at every step, through the freeze and past
-it: parameters, momentum, second moment, and every worker's and server's error-feedback residual.
+the model written from GPT-2) must equal gridtrain's, and one step of the algorithm on
+gridtrain's gradients must give its state after step t, each to 1e-5 relative, at every step,
+through the freeze and past it: parameters, momentum, second moment, and every worker's and
+server's error-feedback residual. The step takes gridtrain's gradients, checked equal, because
+Adam divides a near-zero gradient by √v + ε: at ε = 1e-8 a coordinate whose gradient is
+rounding noise (the key bias) moves by an O(1) fraction of lr on a last-bit difference.
 
 Per step t, lr the learning rate, wd the weight decay (on matrices only):
   t <= freeze, AdamW: g = mean over workers of g_r; m = β1·m + (1 − β1)·g; v = β2·v + (1 − β2)·g²;
       bias corrections 1 − β1^t and 1 − β2^t.
+  t = freeze + 1, with a floor f > 0 (optim.frozen_v_floor): v = max(v, f²·(1 − β2^freeze)), so
+      that √v̂ ≥ f while frozen.
   t > freeze: v and its bias correction (1 − β2^freeze) stay frozen; each worker's momentum
       m_r = β1·m + (1 − β1)·g_r is averaged by the compressed allreduce, in chunks of
       k = ⌈n / P⌉ of the buffer zero-padded to P·k:
@@ -28,7 +33,9 @@ A residual e = c − q is the small difference of the buffer c and its 1-bit ima
 measured relative to ‖c‖.
 
 Then variants that break the algorithm (no server residual, no worker residual, one scale for
-the whole buffer, the second moment not frozen) must fail: the check can tell.
+the whole buffer, the second moment not frozen, and with a floor: no floor) must fail: the check
+can tell. With a floor, no coordinate may move more than lr·|m̂|/f (+ weight decay) in a
+compressed step, and the largest move is printed with and without it.
 Usage: check_onebit.py FILE.h5
 """
 import math
@@ -101,7 +108,7 @@ def gradients(f, t, param, layout):
             at += size
         loss = gpt_loss(w, idx[r], targets[r], n_layer, n_head)
         loss.backward()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         grads.append(torch.cat([w[name].grad.reshape(-1) for name, _ in layout]))
     return losses, grads
 
@@ -119,6 +126,7 @@ def rel(a, b, ref=None):
 def step(f, t, before, after, grads, layout, variant):
     """The reference's state after step t from gridtrain's `before`."""
     b1, b2, eps, wd, lr = (float(f.attrs[k][0]) for k in ("beta1", "beta2", "eps", "weight_decay", "lr"))
+    floor = 0.0 if variant == "no-floor" else v_floor(f)
     freeze = int(f.attrs["freeze_step"])
     m, v = before["exp_avg"].clone(), before["exp_avg_sq"].clone()
     worker, server = list(before["worker"]), list(before["server"])
@@ -133,10 +141,35 @@ def step(f, t, before, after, grads, layout, variant):
         m, worker, server, inputs = compressed_mean([b1 * m + (1 - b1) * g_r for g_r in grads], worker, server, after,
                                                     variant)
         bc2 = 1 - b2 ** (t if variant == "unfrozen" else freeze)
-    decay = torch.cat([torch.full((math.prod(s),), wd if len(s) >= 2 else 0.0) for _, s in layout])
+        if t == freeze + 1 and floor > 0:
+            v = torch.clamp_min(v, floor * floor * bc2)
+    decay = decay_of(layout, wd)
     p = before["param"] * (1 - lr * decay) - lr / (1 - b1 ** t) * m / (torch.sqrt(v) / math.sqrt(bc2) + eps)
     return ({"param": p, "exp_avg": m, "exp_avg_sq": v, "worker": torch.stack(worker), "server": torch.stack(server)},
             inputs)
+
+
+def v_floor(f):
+    return float(f.attrs["v_floor"][0]) if "v_floor" in f.attrs else 0.0
+
+
+def decay_of(layout, wd):
+    """(n,) the weight decay of each flat coordinate: wd on matrices, 0 on vectors."""
+    return torch.cat([torch.full((math.prod(s),), wd if len(s) >= 2 else 0.0) for _, s in layout])
+
+
+def largest_move(f, layout):
+    """The largest |Δp| of one coordinate in a compressed step (weight decay taken out), and lr·max|m̂|/floor."""
+    b1, lr, wd = (float(f.attrs[k][0]) for k in ("beta1", "lr", "weight_decay"))
+    freeze, steps = int(f.attrs["freeze_step"]), f["loss"].shape[0]
+    decay = decay_of(layout, wd)
+    move = bound = 0.0
+    for t in range(freeze + 1, steps + 1):
+        before, after = torch.tensor(f["param"][t - 1]), torch.tensor(f["param"][t])
+        move = max(move, float((after - before * (1 - lr * decay)).abs().max()))
+        m_hat = float(torch.tensor(f["exp_avg"][t]).abs().max()) / (1 - b1 ** t)
+        bound = max(bound, lr * m_hat / v_floor(f) if v_floor(f) > 0 else math.inf)
+    return move, bound
 
 
 def run(f, layout, variant, report):
@@ -146,7 +179,7 @@ def run(f, layout, variant, report):
     for t in range(1, steps + 1):
         before, after = state(f, t - 1), state(f, t)
         losses, grads = gradients(f, t, before["param"], layout)
-        ours, inputs = step(f, t, before, after, grads, layout, variant)
+        ours, inputs = step(f, t, before, after, [torch.tensor(g) for g in f["grad"][t - 1]], layout, variant)
         # A residual is the small difference c − q of the buffer c compressed and its 1-bit
         # image: its error is measured against c, as that of every other quantity against itself.
         diffs = {key: rel(ours[key], after[key], inputs.get(key)) for key in ours}
@@ -175,7 +208,14 @@ def main(path):
         elements = steps * (P + 1) * n
         print(f"worst relative difference {worst:.2e} ({where}); {Ties.count} tie(s) of {elements} compressed elements")
         ok = worst <= TOL and Ties.count < 1e-4 * elements
-        for variant in ("no-server-residual", "no-worker-residual", "one-scale", "unfrozen"):
+        variants = ["no-server-residual", "no-worker-residual", "one-scale", "unfrozen"]
+        if v_floor(f) > 0:
+            variants.append("no-floor")
+        move, bound = largest_move(f, layout)
+        print(f"eps {float(f.attrs['eps'][0]):g}, frozen sqrt(v) floor {v_floor(f):g}: the largest move of a coordinate "
+              f"in a compressed step {move:.3e} (bound lr*max|m|/floor {bound:.3e})")
+        ok = ok and move <= bound * (1 + TOL)
+        for variant in variants:
             v_worst, v_where = run(f, layout, variant, report=False)
             caught = v_worst > TOL
             print(f"variant {variant}: {'fails' if caught else 'PASSES'} ({v_worst:.1e}, {v_where})")

@@ -2,7 +2,7 @@
 // writes, for check_onebit.py's step-by-step reference, every step's micro-batches and losses and
 // the state after every step: parameters, momentum and second moment (the same on every rank) and
 // each rank's worker and server error-feedback residuals.
-// Usage: mpiexec -n P dump_onebit OUT.h5 STEPS FREEZE_STEP
+// Usage: mpiexec -n P dump_onebit OUT.h5 STEPS FREEZE_STEP [EPS V_FLOOR]   (default 1e-3 0)
 //
 // OUT.h5 (S = STEPS, n parameters flattened in the model's order, N = n padded to a multiple of
 // P, m = N / P):
@@ -11,7 +11,7 @@
 //   /idx, /targets                 (S, P, B, T) int64: rank r's micro-batch of step s + 1
 //   /loss                          (S, P) float32: rank r's loss at that step
 //   /grad                          (S, P, n) float32: rank r's gradient at that step (local)
-//   attrs: the GptShape fields, lr, beta1, beta2, eps, weight_decay, freeze_step, names and
+//   attrs: the GptShape fields, lr, beta1, beta2, eps, weight_decay, v_floor, freeze_step, names and
 //          shapes ("name:d0xd1;..."), in flattening order
 #include <cstdio>
 #include <cstdlib>
@@ -29,11 +29,12 @@ using namespace gridtrain;
 
 namespace {
 
-// ε = 1e-3, not Adam's usual 1e-8: once the second moment is frozen, a coordinate whose gradient
-// is zero (the attention's key bias, which softmax ignores; the embeddings of positions past T)
-// keeps v ≈ 0 and moves lr·scale/ε a step. At 1e-8 that is hundreds a step, the logits grow, and
-// fp32 gradients of two implementations part at 1e-4; the algorithm is the same at any ε.
-constexpr double kLr = 3e-3, kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-3, kWeightDecay = 0.1;
+// ε = 1e-3 by default, not Adam's usual 1e-8: once the second moment is frozen, a coordinate
+// whose gradient is zero (the attention's key bias, which softmax ignores; the embeddings of
+// positions past T) keeps v ≈ 0 and moves lr·scale/ε a step. At 1e-8 that is hundreds a step,
+// the logits grow, and fp32 gradients of two implementations part at 1e-4, unless V_FLOOR (the
+// frozen √v̂'s floor, optim.frozen_v_floor) bounds the move.
+constexpr double kLr = 3e-3, kBeta1 = 0.9, kBeta2 = 0.999, kWeightDecay = 0.1;
 constexpr std::int64_t kB = 2, kT = 12;
 
 // Rank 0's rows of a (rows, width) dataset, filled row by row.
@@ -84,11 +85,12 @@ torch::Tensor flat(const std::vector<NamedParameter>& state, const std::string& 
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: mpiexec -n P dump_onebit OUT.h5 STEPS FREEZE_STEP\n");
+  if (argc != 4 && argc != 6) {
+    std::fprintf(stderr, "usage: mpiexec -n P dump_onebit OUT.h5 STEPS FREEZE_STEP [EPS V_FLOOR]\n");
     return 2;
   }
   const int steps = std::atoi(argv[2]), freeze = std::atoi(argv[3]);
+  const double eps = argc == 6 ? std::atof(argv[4]) : 1e-3, v_floor = argc == 6 ? std::atof(argv[5]) : 0.0;
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
         layout += std::to_string(p.value().size(static_cast<std::int64_t>(d)));
       }
     }
-    OnebitAdam opt(params, dp, kBeta1, kBeta2, kEps, kWeightDecay, freeze);
+    OnebitAdam opt(params, dp, kBeta1, kBeta2, eps, kWeightDecay, freeze, v_floor);
     const auto n = static_cast<hsize_t>(flat(opt.state(), "/exp_avg").numel());
     const auto rs = opt.rank_state();  // worker, server
     const auto N = static_cast<hsize_t>(rs[0].second.numel()), m = static_cast<hsize_t>(rs[1].second.numel());
@@ -129,8 +131,8 @@ int main(int argc, char** argv) {
       for (auto [k, v] : {std::pair{"vocab_size", s.vocab_size}, {"block_size", s.block_size}, {"n_layer", s.n_layer},
                           {"n_head", s.n_head}, {"n_embd", s.n_embd}, {"freeze_step", freeze}})
         h5_write_attr(*file, k, static_cast<long long>(v));
-      for (auto [k, v] : {std::pair{"lr", kLr}, {"beta1", kBeta1}, {"beta2", kBeta2}, {"eps", kEps},
-                          {"weight_decay", kWeightDecay}})
+      for (auto [k, v] : {std::pair{"lr", kLr}, {"beta1", kBeta1}, {"beta2", kBeta2}, {"eps", eps},
+                          {"weight_decay", kWeightDecay}, {"v_floor", v_floor}})
         h5_write_attr(*file, k, std::vector<double>{v});
       h5_write_attr(*file, "layout", layout);
     }

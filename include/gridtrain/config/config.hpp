@@ -115,6 +115,7 @@ struct Config {
     double eps = 1e-8;
     double momentum = 0.9;  ///< sgd only
     int freeze_step = 100;  ///< onebit_adam: full-precision Adam steps before compression starts
+    double frozen_v_floor = 0;  ///< onebit_adam: floor on √v̂ from the freeze on (gradient units); 0 = none
     double clip_grad = 1.0;  ///< max global L2 norm; 0 = off
     int zero_stage = 0;      ///< ZeRO stage over dp: 0, 1 (optimizer state sharded), 2 (+ gradients), 3 (+ parameters)
     bool zero_prefetch = true;  ///< stage 3: start the next unit's all-gather ahead of its use

@@ -15,10 +15,15 @@ namespace gridtrain {
 /// mean over dp, exchanged 1-bit compressed with worker and server error feedback
 /// (compressed_allreduce_mean); p ← p·(1 − lr·wd) − lr/(1 − β1^t) · m / (sqrt(v/(1 − β2^T)) + ε).
 /// All momenta live in one flat buffer, so a step makes one compressed exchange.
+///
+/// Once v is frozen, the compressed momentum gives every coordinate a magnitude of its chunk's
+/// scale, also those whose gradient was ~0 until the freeze (v ≈ 0): they would move
+/// lr·scale/ε a step (~10³ at ε = 1e-8). v_floor > 0 raises the frozen √v̂ to at least v_floor
+/// (gradient units) at the freeze, bounding that move by lr·scale/v_floor; 0 keeps the paper's rule.
 class OnebitAdam : public Optimizer {
  public:
   OnebitAdam(std::vector<NamedParameter> params, Axis& dp, double beta1, double beta2, double eps,
-             double weight_decay, long long freeze_step);
+             double weight_decay, long long freeze_step, double v_floor = 0);
   void step(double lr) override;
   OptimizerType type() const override { return OptimizerType::OnebitAdam; }
   std::vector<NamedParameter> state() override { return adam_state(slots_); }
@@ -31,7 +36,7 @@ class OnebitAdam : public Optimizer {
   torch::Tensor flat_exp_avg_;  // (N,) all momenta
   std::unique_ptr<Compressor> onebit_;
   FeedbackState feedback_;
-  double beta1_, beta2_, eps_, wd_;
+  double beta1_, beta2_, eps_, wd_, v_floor_;
   long long freeze_;
 };
 
