@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "                     [--top K] [--csv] [--section.key=value ...]  predicted step time of layouts (docs/scaling.md)\n"
     "  gridtrain inspect CKPT                                         metadata and checksums of a checkpoint\n"
     "  gridtrain generate CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-    "                     [--device cpu|cuda] [--kv-cache true|false]  sample text from a checkpoint (one rank)\n"
+    "                     [--device cpu|cuda] [--kv-cache true|false] [--matmul auto|onednn|blas]\n"
+    "                                                                 sample text from a checkpoint (one rank)\n"
     "  gridtrain export CKPT --format hf --output DIR [--max-shard-mb MB]\n"
     "                                                                 a transformers model directory (one rank)\n"
     "  gridtrain import DIR --output CKPT                             a transformers model as a weights-only\n"
@@ -61,14 +62,39 @@ std::string read_deck(const std::string& path) {
   return ss.str();
 }
 
-// Parses `prepare <format>`'s options (args after the format) into vm; errors carry the usage.
-void parse_prepare(const std::vector<std::string>& args, const po::options_description& desc, po::variables_map& vm) {
+// Every verb's options: args parsed by desc (and positional, if given). With `overrides`, what desc
+// does not know is collected there (the deck keys predict takes) instead of refused. Throws
+// Error naming the verb, with the usage, on an unknown, missing or malformed option.
+po::variables_map parse_options(const std::string& verb, const std::vector<std::string>& args,
+                                const po::options_description& desc,
+                                const po::positional_options_description* positional = nullptr,
+                                std::vector<std::string>* overrides = nullptr) {
+  po::variables_map vm;
   try {
-    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(desc).run(), vm);
+    po::command_line_parser parser(args);
+    parser.options(desc);
+    if (positional) parser.positional(*positional);
+    if (overrides) parser.allow_unregistered();
+    const auto parsed = parser.run();
+    po::store(parsed, vm);
     po::notify(vm);
+    if (overrides) *overrides = po::collect_unrecognized(parsed.options, po::include_positional);
   } catch (const po::error& e) {
-    throw Error(std::string("prepare: ") + e.what() + "\n" + kUsage);
+    throw Error(verb + ": " + e.what() + "\n" + kUsage);
   }
+  return vm;
+}
+
+// Refuses a verb that runs on one rank when started on more.
+void require_one_rank(const std::string& verb) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks > 1) throw Error(verb + " runs on one rank; start it without mpirun (or with -np 1)");
+}
+
+// `prepare <format>`'s options: args after the format.
+po::variables_map parse_prepare(const std::vector<std::string>& args, const po::options_description& desc) {
+  return parse_options("prepare", {args.begin() + 1, args.end()}, desc);
 }
 
 int prepare_idx_main(const std::vector<std::string>& args, Log& log) {
@@ -80,8 +106,7 @@ int prepare_idx_main(const std::vector<std::string>& args, Log& log) {
       "test-labels", po::value(&o.test_labels)->required(), "test labels (IDX)")(
       "output", po::value(&o.output)->required(), "HDF5 file to write")(
       "classes", po::value(&o.classes), "labels must lie in [0, N) (default: the largest label + 1)");
-  po::variables_map vm;
-  parse_prepare(args, desc, vm);
+  const po::variables_map vm = parse_prepare(args, desc);
   if (vm.count("classes") && (o.classes < 2 || o.classes > 256))
     throw Error("prepare idx: --classes " + std::to_string(o.classes) + ": valid: 2 .. 256 (labels are bytes)");
   const IdxReport r = prepare_idx(o, MPI_COMM_WORLD);
@@ -110,8 +135,7 @@ int prepare_text_main(const std::vector<std::string>& args, Log& log) {
       "--train-tokenizer: share of the characters given pieces of their own, (0, 1]; the rarest rest are byte pieces")(
       "accept-lossy", po::bool_switch(&o.accept_lossy),
       "sentencepiece: store text it does not give back unchanged (bytes not UTF-8 -> U+FFFD, U+2581 -> space), warning");
-  po::variables_map vm;
-  parse_prepare(args, desc, vm);
+  const po::variables_map vm = parse_prepare(args, desc);
   const bool train = vm.count("train-tokenizer") > 0, model = vm.count("sp-model") > 0;
   if (train && model) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
   if ((!vm["vocab-size"].defaulted() || !vm["character-coverage"].defaulted()) && !train)
@@ -150,16 +174,8 @@ int predict_main(const std::vector<std::string>& args, Log& log) {
       "inter-gbps", po::value(&r.inter_gbps), "")("inter-us", po::value(&r.inter_us), "")(
       "recompute", po::bool_switch(&r.recompute), "")("grad-bytes", po::value(&r.grad_bytes), "")(
       "top", po::value(&r.top), "")("csv", po::bool_switch(&r.csv), "");
-  po::variables_map vm;
   std::vector<std::string> overrides;
-  try {
-    auto parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
-    po::store(parsed, vm);
-    po::notify(vm);
-    overrides = po::collect_unrecognized(parsed.options, po::include_positional);
-  } catch (const po::error& e) {
-    throw Error(std::string("predict: ") + e.what() + "\n" + kUsage);
-  }
+  const po::variables_map vm = parse_options("predict", args, desc, nullptr, &overrides);
   for (std::size_t at = 0; !layout.empty();) {  // "dp,tp,pp[,zero]", each field a whole integer
     const std::size_t comma = std::min(layout.find(',', at), layout.size());
     int v = 0;
@@ -177,6 +193,7 @@ int predict_main(const std::vector<std::string>& args, Log& log) {
 
 int generate_main(const std::vector<std::string>& args, Log& log) {
   GenerateOptions o;
+  std::string matmul;
   po::options_description desc("gridtrain generate");
   desc.add_options()("checkpoint", po::value(&o.checkpoint)->required(), "checkpoint file")(
       "prompt", po::value(&o.prompt)->default_value(o.prompt), "text to continue")(
@@ -185,19 +202,18 @@ int generate_main(const std::vector<std::string>& args, Log& log) {
       "top-k", po::value(&o.top_k)->default_value(o.top_k), "sample among the k most likely; 0 = all")(
       "seed", po::value(&o.seed)->default_value(o.seed), "sampling seed")(
       "device", po::value(&o.device)->default_value(o.device), "cpu or cuda[:N]")(
-      "kv-cache", po::value(&o.kv_cache)->default_value(o.kv_cache), "reuse the keys and values of earlier positions");
+      "kv-cache", po::value(&o.kv_cache)->default_value(o.kv_cache), "reuse the keys and values of earlier positions")(
+      "matmul", po::value(&matmul), "auto|onednn|blas (default: the checkpoint deck's model.matmul)");
   po::positional_options_description positional;
   positional.add("checkpoint", 1);
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(std::string("generate: ") + e.what() + "\n" + kUsage);
+  parse_options("generate", args, desc, &positional);
+  require_one_rank("generate");
+  if (!matmul.empty()) {
+    const auto names = enum_names(Matmul{});
+    const auto it = std::find(names.begin(), names.end(), matmul);
+    if (it == names.end()) throw Error("generate: --matmul " + matmul + ": valid: auto, onednn, blas");
+    o.matmul = static_cast<Matmul>(it - names.begin());
   }
-  int ranks = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  if (ranks > 1) throw Error("generate runs on one rank; start it without mpirun (or with -np 1)");
   const Generated g = generate_text(o);
   log.print(o.prompt + g.text + "\n");
   const double per_token = o.max_new_tokens > 1 ? 1e3 * g.later_tokens_s / (o.max_new_tokens - 1) : 0.0;
@@ -220,17 +236,9 @@ int interop_main(const std::string& verb, const std::vector<std::string>& args, 
         "max-shard-mb", po::value(&ex.max_shard_mb)->default_value(ex.max_shard_mb), "safetensors shard size, MB");
   po::positional_options_description positional;
   positional.add("input", 1);
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw Error(verb + ": " + e.what() + "\n" + kUsage);
-  }
+  parse_options(verb, args, desc, &positional);
   if (verb == "export" && format != "hf") throw Error("export: --format " + format + ": valid: hf");
-  int ranks = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  if (ranks > 1) throw Error(verb + " runs on one rank; start it without mpirun (or with -np 1)");
+  require_one_rank(verb);
   log.print(verb == "export" ? export_hf(ex) : import_hf(im));
   return 0;
 }
@@ -266,9 +274,8 @@ int run(int argc, char** argv, int rank, Log& log) {
   po::options_description desc;
   desc.add_options()("version,V", "")("in,i", po::value<std::string>())(
       "restart", po::value<std::string>())("dry-run", "");
-  po::variables_map vm;
-  po::parsed_options parsed = po::command_line_parser(args).options(desc).allow_unregistered().run();
-  po::store(parsed, vm);
+  std::vector<std::string> overrides;
+  const po::variables_map vm = parse_options("gridtrain", args, desc, nullptr, &overrides);
   if (vm.count("version")) {
     log.print(build_info());
     return 0;
@@ -277,7 +284,6 @@ int run(int argc, char** argv, int rank, Log& log) {
   const std::string deck_name = have_deck ? vm["in"].as<std::string>() : kDefaultDeckName;
   std::string deck = kDefaultDeck;
   if (have_deck) agree(MPI_COMM_WORLD, [&] { deck = read_deck(deck_name); });
-  auto overrides = po::collect_unrecognized(parsed.options, po::include_positional);
   if (vm.count("restart")) overrides.push_back("--checkpoint.resume=" + vm["restart"].as<std::string>());
   const Config cfg = parse_config(deck, deck_name, overrides);
   if (config) {

@@ -8,6 +8,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/model/registry.hpp"
+#include "gridtrain/precision/matmul.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 #include "gridtrain/util/timer.hpp"
@@ -50,7 +51,7 @@ InferenceModel load_language_model(const std::string& path) {
     const std::vector<hsize_t> shape(p.value().sizes().begin(), p.value().sizes().end());
     file.read("/model/" + p.key(), DType::F32, shape, Slab::all(shape), p.value().data_ptr(), false);
   }
-  return {model, std::move(tokenizer)};
+  return {model, std::move(tokenizer), cfg.model.matmul};
 }
 
 Generated generate_text(const GenerateOptions& o) {
@@ -58,12 +59,17 @@ Generated generate_text(const GenerateOptions& o) {
   if (o.prompt.empty()) throw Error("generate: --prompt is empty; give at least one character");
   if (o.max_new_tokens < 0 || o.temperature < 0 || o.top_k < 0)
     throw Error("generate: --max-new-tokens, --temperature and --top-k must be >= 0");
-  std::shared_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
+  InferenceModel loaded;
   try {
-    std::tie(model, tokenizer) = load_language_model(o.checkpoint);
+    loaded = load_language_model(o.checkpoint);
   } catch (const std::runtime_error& e) {  // gridtrain::Error included: its message gets the file
     throw Error("generate: checkpoint '" + o.checkpoint + "': " + e.what());
+  }
+  auto& [model, tokenizer, deck_matmul] = loaded;
+  try {
+    set_matmul_backend(o.matmul.value_or(deck_matmul));  // as training ran it, unless --matmul says otherwise
+  } catch (const Error& e) {
+    throw Error(std::string("generate: ") + e.what() + (o.matmul ? "" : " (--matmul overrides the checkpoint's deck)"));
   }
   if (!tokenizer)
     throw Error("generate: checkpoint '" + o.checkpoint + "' holds imported weights without a tokenizer; train from "

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   const std::int64_t B = std::stoll(argv[3]), T = std::stoll(argv[4]);
   auto ids = torch::empty({B, T}, torch::kInt64);
   std::ifstream(argv[2], std::ios::binary).read(reinterpret_cast<char*>(ids.data_ptr()), static_cast<std::streamsize>(ids.nbytes()));
-  auto model = gridtrain::load_language_model(argv[1]).first;
+  auto model = gridtrain::load_language_model(argv[1]).model;
   torch::NoGradGuard no_grad;
   const auto logits = model->logits(ids).contiguous();
   std::ofstream(argv[5], std::ios::binary)

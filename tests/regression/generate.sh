@@ -3,7 +3,9 @@
 # same text (from both: fp32 tensor parallelism trains the same weights to rounding, and the
 # sampler runs on the host), another seed other text, greedy decoding is deterministic, the text
 # has the length asked for; a SentencePiece-trained checkpoint decodes with the model it carries;
-# a prompt longer than the context is said to be cropped;
+# a prompt longer than the context is said to be cropped; the linears run on the checkpoint
+# deck's model.matmul unless --matmul says otherwise (shown by a deck's onednn refused where oneDNN's
+# matmul is capped away, and --matmul blas then running);
 # and its errors (several ranks, a missing file, a bad option) are clear.
 # Usage: generate.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC
 set -u
@@ -54,6 +56,17 @@ grep -q WARNING "$work/err.txt" && fail "a short prompt warned: $(cat "$work/err
 grep -q "generate runs on one rank" "$work/err.txt" || fail "no clear error for 2 ranks: $(cat "$work/err.txt")"
 gen "$work/none.h5" > /dev/null && fail "a missing checkpoint was accepted"
 grep -q "generate: checkpoint '$work/none.h5'" "$work/err.txt" || fail "the missing file is not named: $(cat "$work/err.txt")"
+gen "$work/tp1/step-00000030.h5" --matmul fast > /dev/null && fail "--matmul fast was accepted"
+grep -q "generate: --matmul fast: valid: auto, onednn, blas" "$work/err.txt" || fail "no clear error for --matmul fast"
+if "$mpiexec" -n 1 "$gridtrain" -i "$deck" --train.steps=2 --data.path="$data" --model.matmul=onednn \
+     --checkpoint.dir="$work/onednn" --output.dir="$work/out-onednn" > "$work/train-onednn.txt" 2>&1; then
+  # a CPU where oneDNN's matmul runs (elsewhere the training run itself refuses onednn)
+  ONEDNN_MAX_CPU_ISA=AVX2 gen "$work/onednn/step-00000002.h5" --max-new-tokens 5 > /dev/null \
+    && fail "the deck's model.matmul = onednn ran under ONEDNN_MAX_CPU_ISA=AVX2: generate ignores model.matmul"
+  grep -q "model.matmul = onednn cannot run here" "$work/err.txt" || fail "no clear error: $(cat "$work/err.txt")"
+  ONEDNN_MAX_CPU_ISA=AVX2 gen "$work/onednn/step-00000002.h5" --max-new-tokens 5 --matmul blas > /dev/null \
+    || fail "--matmul blas did not override the deck: $(cat "$work/err.txt")"
+fi
 gen "$work/tp1/step-00000030.h5" --temperature -1 > /dev/null && fail "temperature -1 was accepted"
 grep -q "must be >= 0" "$work/err.txt" || fail "no clear error for temperature -1"
 echo "OK: generate is deterministic per seed from tp = 1 and tp = 2 checkpoints; errors named"

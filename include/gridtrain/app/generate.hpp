@@ -4,17 +4,23 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
-#include <utility>
+
+#include "gridtrain/config/config.hpp"
 
 namespace gridtrain {
 
 class Model;
 class Tokenizer;
 
-/// A language model whole on this rank with a checkpoint's weights, and the run's tokenizer
-/// (null for an imported checkpoint, which records none).
-using InferenceModel = std::pair<std::shared_ptr<Model>, std::unique_ptr<Tokenizer>>;
+/// A language model whole on this rank with a checkpoint's weights, the run's tokenizer (null
+/// for an imported checkpoint, which records none) and the deck's model.matmul.
+struct InferenceModel {
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  Matmul matmul = Matmul::Auto;
+};
 
 /// The model of the checkpoint's deck with its global tensors (any layout wrote it). Throws
 /// std::runtime_error naming what is wrong (gridtrain::Error for a model that is not a language
@@ -30,6 +36,7 @@ struct GenerateOptions {
   std::uint64_t seed = 1;        ///< the sampler's generator: the same seed, the same text
   std::string device = "cpu";    ///< cpu or cuda[:N]
   bool kv_cache = true;          ///< keep each layer's keys and values: a new token costs one position
+  std::optional<Matmul> matmul;  ///< the fp32 CPU linears' library; unset: the checkpoint deck's model.matmul
 };
 
 /// What generate_text made, and how long it took (wall seconds).
@@ -43,7 +50,8 @@ struct Generated {
 /// The text generated after the prompt (max_new_tokens tokens, decoded) and its timing. Sampling runs on the host in fp32 from each step's last
 /// logits, so a seed gives the same tokens wherever the logits are equal. Throws gridtrain::Error
 /// naming the file for a missing or unreadable checkpoint (or its tokenizer model), an empty
-/// prompt, invalid options, or a device that is not there.
+/// prompt, invalid options, a device that is not there, or a matmul library that cannot run
+/// here (model.matmul = onednn on a CPU oneDNN's matmul refuses).
 Generated generate_text(const GenerateOptions& o);
 
 }  // namespace gridtrain
