@@ -90,7 +90,7 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
                        state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
   if (sparse_) counters.sparsity = sparse_->report();
-  print_summary(r, counters, cfg_, timer_, dp_->reducer(), *checkpointer_, *guard_, *grid_, log_);
+  print_summary({r, counters, cfg_, timer_, dp_->reducer(), *checkpointer_, *guard_, *grid_}, log_);
 }
 
 }  // namespace gridtrain

@@ -9,7 +9,11 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/grid/grid.hpp"
 #include "gridtrain/output/rank_stats.hpp"
+#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/files.hpp"
 #include "gridtrain/util/memory.hpp"
@@ -220,9 +224,8 @@ Throughput::Rate Throughput::interval() {
   return r;
 }
 
-void print_summary(const RunResult& run, const RunCounters& counters, const Config& c, const Timer& timer,
-                   const Reducer& reducer, const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid,
-                   Log& log) {
+void print_summary(const SummaryInputs& in, Log& log) {
+  const auto& [run, counters, c, timer, reducer, checkpointer, guard, grid] = in;
   print_performance(run, counters, c, grid, log);
   const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.world());
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));

@@ -9,16 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/grid/grid.hpp"
-#include "gridtrain/parallel/reducer.hpp"
-#include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/sparse/sparsity_report.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
+
+class Checkpointer;
+class Grid;
+class Reducer;
+class StepGuard;
 
 /// Training throughput: tokens/s, wall ms per step and MFU over the whole loop and over each
 /// thermo interval (validation excluded). MFU = FLOPs per step (ModelPlan::flops_per_item × items;
@@ -83,12 +84,23 @@ struct RunCounters {
   std::optional<SparsityReport> sparsity = {};  ///< sparsity.method != none: the masks at the end
 };
 
+/// What the end-of-run report reads: the run's result and counters and the parts of the Trainer
+/// that kept the rest (the timer's sections, the exchange, checkpoints, the step guard's skips).
+struct SummaryInputs {
+  const RunResult& run;
+  const RunCounters& counters;
+  const Config& config;
+  const Timer& timer;
+  const Reducer& reducer;
+  const Checkpointer& checkpointer;
+  const StepGuard& guard;
+  Grid& grid;
+};
+
 /// Prints the end-of-run report on rank 0 and writes its numbers to <output.dir>/summary.json
 /// (layout, steps, loop_s, step_s, items_per_s, mfu, sections_s: the breakdown's average seconds
 /// per section over the run, bytes_per_step per axis, final validation figures). Collective over
 /// the grid (reductions over ranks).
-void print_summary(const RunResult& run, const RunCounters& counters, const Config& c, const Timer& timer,
-                   const Reducer& reducer, const Checkpointer& checkpointer, const StepGuard& guard, Grid& grid,
-                   Log& log);
+void print_summary(const SummaryInputs& in, Log& log);
 
 }  // namespace gridtrain
