@@ -48,9 +48,10 @@ struct Snapshot {
   std::string slurm_job;  // the Slurm job writing it (slurm_job_identity(), rank 0's), "" outside Slurm
   std::string tmp_path, final_path;
   // What the commit phase found (rank 0), for the message of a write abandoned there: whether
-  // final_path is this run's file now, and whose file already sat there ("" if none, or ours).
+  // final_path is this run's file now, whose file already sat there ("" if none, or ours), and
+  // where this run's complete file was kept instead then.
   mutable bool committed = false;
-  mutable std::string theirs;
+  mutable std::string theirs, kept;
 };
 
 namespace {
@@ -335,14 +336,16 @@ void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, co
   auto abandon = [&](bool stuck) {
     ::unlink(snap.tmp_path.c_str());
     const int code = stuck ? probe_write(fs::path(snap.tmp_path).parent_path()) : 0;
-    const std::string mine = "this run's (" + snap.lineage.run_id + ")";
-    return (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) +
-           "; " + mine + " checkpoint of step " + std::to_string(snap.step) + " was abandoned: " +
-           (snap.committed ? snap.final_path + ", " + mine + ", is complete but "
-                           : snap.tmp_path + " removed; " +
-                                 (snap.theirs.empty() ? std::string()
-                                                      : snap.final_path + " is run " + snap.theirs + "'s and was left as it was; ")) +
-           "'latest' is unchanged";
+    const std::string mine = "this run's (" + snap.lineage.run_id + ")", of_step = std::to_string(snap.step);
+    const std::string theirs =
+        snap.theirs.empty() ? "" : snap.final_path + " is run " + snap.theirs + "'s and was left as it was; ";
+    const std::string fate =
+        snap.committed       ? " checkpoint of step " + of_step + " was abandoned: " + snap.final_path + ", " + mine + ", is complete but "
+        : !snap.kept.empty() ? " checkpoint of step " + of_step + " is complete and kept as " + snap.kept +
+                                   " (--restart " + snap.kept + " continues from it); " + theirs
+                             : " checkpoint of step " + of_step + " was abandoned: " + snap.tmp_path + " removed; " + theirs;
+    return (code ? std::string(" (a probe write there: ") + std::strerror(code) + ")" : std::string()) + "; " + mine +
+           fate + "'latest' is unchanged";
   };
   const auto failure = phase(where, fn, abandon);
   if (!failure) return;
@@ -406,6 +409,11 @@ void Checkpointer::write(const Snapshot& snap) {
     const std::string theirs = fs::exists(snap.final_path) ? checkpoint_run(snap.final_path) : "";
     if (!theirs.empty() && theirs != snap.lineage.run_id && !cfg_.output.overwrite) {
       snap.theirs = theirs;
+      // This run's bytes are complete: kept under a name of its own lineage, which no directory
+      // scan takes for a step file (nor prunes), for --restart to continue from.
+      const std::string kept = fs::path(snap.final_path).replace_extension().string() + ".run-" + snap.lineage.run_id + ".h5";
+      fs::rename(snap.tmp_path, kept);
+      snap.kept = kept;
       throw Error(snap.final_path + " belongs to run " + theirs + " (not this run, " + snap.lineage.run_id +
                   ") and is not replaced; move it away, or set output.overwrite = true to replace it");
     }

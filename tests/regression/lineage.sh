@@ -136,8 +136,14 @@ done
 cp "$work/B/step-00000020.h5" "$work/A/step-00000015.h5"
 wait $pid && fail "e) A replaced run B's file that appeared during the run"
 says "step-00000015.h5 belongs to run $b (not this run, " "e)"
-says "step-00000015.h5.tmp removed; $work/A/step-00000015.h5 is run $b's and was left as it was; 'latest' is unchanged" "e)"
+a=$(run_of "$work/A/step-00000010.h5")
+kept=$work/A/step-00000015.run-$a.h5
+says "checkpoint of step 15 is complete and kept as $kept (--restart $kept continues from it); $work/A/step-00000015.h5 is run $b's and was left as it was; 'latest' is unchanged" "e)"
 grep -qF "step-00000015.h5 is complete" "$work/run.txt" && fail "e) the message calls run $b's file this run's complete checkpoint"
 [ "$(sum "$work/A/step-00000015.h5")" = "$theirs" ] || fail "e) B's file changed"
 [ "$(cat "$work/A/latest")" = step-00000010.h5 ] || fail "e) latest moved past A's step 10"
+[ "$(run_of "$kept")" = "$a" ] || fail "e) the kept file is not run $a's"
+"$gridtrain" inspect "$kept" > /dev/null || fail "e) the kept step 15 fails inspect"
+A --restart "$kept" --train.steps=16 --checkpoint.interval=5 || fail "e) --restart the kept file failed"
+says "Resumed from $kept at step 15" "e) resume from the kept file"
 echo "OK: another run's step file is never replaced or adopted; a branch is its own lineage; a requeued job continues its own; messages name each file's run"
