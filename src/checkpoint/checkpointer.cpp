@@ -1,4 +1,4 @@
-#include "gridtrain/checkpoint/checkpointer.hpp"
+#include "checkpointer_impl.hpp"
 
 #include <unistd.h>
 
@@ -85,7 +85,7 @@ std::string new_run_id(MPI_Comm comm) { return broadcast_text(random_run_id(), c
 
 }  // namespace
 
-Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
+Checkpointer::Impl::Impl(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
     : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), lineage_{new_run_id(grid.comm()), ""},
       slurm_job_(broadcast_text(slurm_job_identity(), grid.comm())) {  // attributes are collective: rank 0's
   if (enabled()) {
@@ -120,25 +120,25 @@ Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId cor
   }
 }
 
-Checkpointer::~Checkpointer() {
+Checkpointer::Impl::~Impl() {
   if (writer_.joinable()) writer_.join();
   MPI_Comm_free(&agree_comm_);
   MPI_Comm_free(&io_comm_);
 }
 
-bool Checkpointer::due(long long step) const {
+bool Checkpointer::Impl::due(long long step) const {
   if (!enabled()) return false;
   return step == cfg_.train.steps || (cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0);
 }
 
-long long Checkpointer::next_due(long long step) const {
+long long Checkpointer::Impl::next_due(long long step) const {
   if (!enabled() || step >= cfg_.train.steps) return 0;
   const long long every = cfg_.checkpoint.interval;
   const long long last = cfg_.train.steps;
   return every > 0 ? std::min((step / every + 1) * every, last) : last;
 }
 
-std::string Checkpointer::file_name(long long step) const {
+std::string Checkpointer::Impl::file_name(long long step) const {
   return (fs::path(cfg_.checkpoint.dir) / checkpoint_name(step)).string();
 }
 
@@ -146,7 +146,7 @@ std::string Checkpointer::file_name(long long step) const {
 // every rank, since collective HDF5 calls must match), with this rank's local tensor where it
 // holds one. Collective the first time (each rank contributes the names and global shapes it
 // knows); the model and optimizer keep their tensors, so later calls reuse the list.
-const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Optimizer& opt) {
+const std::vector<Checkpointer::Impl::Entry>& Checkpointer::Impl::entries(Model& model, Optimizer& opt) {
   if (!entries_.empty()) return entries_;
   std::map<std::string, Entry> all;
   for (const auto& p : model.named_parameters(true)) {
@@ -189,19 +189,19 @@ const std::vector<Checkpointer::Entry>& Checkpointer::entries(Model& model, Opti
   return entries_;
 }
 
-void Checkpointer::use_parameter_pieces(const std::vector<NamedParameter>& pieces) {
+void Checkpointer::Impl::use_parameter_pieces(const std::vector<NamedParameter>& pieces) {
   for (const auto& p : pieces) parameter_pieces_[p.name] = p;
 }
 
-void Checkpointer::add_state(const std::string& group, const std::vector<NamedParameter>& tensors) {
+void Checkpointer::Impl::add_state(const std::string& group, const std::vector<NamedParameter>& tensors) {
   for (const auto& t : tensors) extra_state_.emplace_back("/" + group + "/" + t.name, t);
 }
 
-bool Checkpointer::writes(const Entry& e) const {
+bool Checkpointer::Impl::writes(const Entry& e) const {
   return e.local.defined() && (e.piece() || grid_.dp().rank() == 0) && e.spec.counted_on(grid_.tp().rank());
 }
 
-Selection Checkpointer::selection_of(const Entry& e) const {
+Selection Checkpointer::Impl::selection_of(const Entry& e) const {
   if (!e.local.defined()) return {};
   const Slab slab = shard_slab(e.spec, e.shape, grid_.tp().rank(), grid_.tp().size());
   if (!e.piece()) return rectangles(slab);
@@ -209,7 +209,7 @@ Selection Checkpointer::selection_of(const Entry& e) const {
                          static_cast<hsize_t>(e.local.numel()));
 }
 
-void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model,
+void Checkpointer::Impl::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model,
                         Optimizer& opt, const TrainState& train) {
   const Stopwatch clock;
   join_writer();  // one write in flight at a time
@@ -280,7 +280,7 @@ void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_
   stall_s_ += clock.seconds();
 }
 
-void Checkpointer::launch(const std::shared_ptr<Snapshot>& snap) {
+void Checkpointer::Impl::launch(const std::shared_ptr<Snapshot>& snap) {
   ++saves_;
   pending_ = snap;
   if (!cfg_.checkpoint.async) return write(*snap);
@@ -293,17 +293,17 @@ void Checkpointer::launch(const std::shared_ptr<Snapshot>& snap) {
   });
 }
 
-void Checkpointer::join_writer() {
+void Checkpointer::Impl::join_writer() {
   if (writer_.joinable()) writer_.join();
 }
 
-void Checkpointer::wait() {
+void Checkpointer::Impl::wait() {
   const Stopwatch clock;
   join_writer();
   drain_s_ += clock.seconds();
 }
 
-std::optional<Failure> Checkpointer::phase(const std::string& where, const std::function<void()>& fn,
+std::optional<Failure> Checkpointer::Impl::phase(const std::string& where, const std::function<void()>& fn,
                                            const std::function<std::string(bool stuck)>& abandon) {
   watchdog_.arm(cfg_.comm.timeout_s, [&] {
     return where + "not finished on this rank within comm.timeout_s = " + seconds(cfg_.comm.timeout_s) +
@@ -319,7 +319,7 @@ std::optional<Failure> Checkpointer::phase(const std::string& where, const std::
   return failure;
 }
 
-void Checkpointer::abort_from(const Failure& failure, const std::function<std::string()>& message) {
+void Checkpointer::Impl::abort_from(const Failure& failure, const std::function<std::string()>& message) {
   int rank = 0;
   MPI_Comm_rank(agree_comm_, &rank);
   if (rank == failure.rank) abort_job(message());
@@ -328,7 +328,7 @@ void Checkpointer::abort_from(const Failure& failure, const std::function<std::s
   abort_job("a checkpoint phase failed on rank " + std::to_string(failure.rank) + " (see its message)");
 }
 
-void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
+void Checkpointer::Impl::write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + snap.tmp_path + "' (" + what + "): ";
   // Removes the .tmp and says so; a rank that got stuck, not knowing why, asks the OS (a probe write).
   // Each file it names is said to be this run's or another's: a file of another run at final_path
@@ -356,7 +356,7 @@ void Checkpointer::write_phase(const Snapshot& snap, const std::string& what, co
   });
 }
 
-void Checkpointer::write(const Snapshot& snap) {
+void Checkpointer::Impl::write(const Snapshot& snap) {
   const Stopwatch clock;
   int rank = 0;
   MPI_Comm_rank(io_comm_, &rank);
@@ -429,7 +429,7 @@ void Checkpointer::write(const Snapshot& snap) {
 // Only this run's checkpoints are deleted (run_id), and of those newer than the one the run
 // started from only the ones this process wrote: a run resumed from an earlier checkpoint never
 // deletes the later ones it did not write. Failing to delete is a warning, not a fault.
-void Checkpointer::prune(long long step) {
+void Checkpointer::Impl::prune(long long step) {
   auto kept = 1;  // the one just written
   for (const auto& p : list_checkpoints(cfg_.checkpoint.dir)) {
     const long long s = checkpoint_step(p);
@@ -444,8 +444,38 @@ void Checkpointer::prune(long long step) {
   }
 }
 
-torch::Tensor Checkpointer::leading(const torch::Tensor& local, std::size_t n) {
+torch::Tensor Checkpointer::Impl::leading(const torch::Tensor& local, std::size_t n) {
   return local.detach().view({-1}).narrow(0, 0, static_cast<std::int64_t>(n));  // a view: loads write through it
 }
+
+// The public face: each operation is the implementation's (checkpointer_impl.hpp).
+Checkpointer::Checkpointer(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
+    : impl_(std::make_unique<Impl>(cfg, grid, log, std::move(corpus))) {}
+Checkpointer::~Checkpointer() = default;
+bool Checkpointer::enabled() const { return impl_->enabled(); }
+bool Checkpointer::due(long long step) const { return impl_->due(step); }
+long long Checkpointer::next_due(long long step) const { return impl_->next_due(step); }
+void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,
+                        const TrainState& train) {
+  impl_->save(step, sample_index, epoch, model, opt, train);
+}
+void Checkpointer::wait() { impl_->wait(); }
+std::optional<std::string> Checkpointer::resume_path() { return impl_->resume_path(); }
+ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer& opt) {
+  return impl_->load(path, model, opt);
+}
+void Checkpointer::load_weights(const std::string& path, Model& model, Optimizer& opt) {
+  impl_->load_weights(path, model, opt);
+}
+void Checkpointer::use_parameter_pieces(const std::vector<NamedParameter>& pieces) {
+  impl_->use_parameter_pieces(pieces);
+}
+void Checkpointer::add_state(const std::string& group, const std::vector<NamedParameter>& tensors) {
+  impl_->add_state(group, tensors);
+}
+int Checkpointer::saves() const { return impl_->saves_; }
+double Checkpointer::stall_s() const { return impl_->stall_s_; }
+double Checkpointer::drain_s() const { return impl_->drain_s_; }
+double Checkpointer::write_s() const { return impl_->write_s_; }
 
 }  // namespace gridtrain

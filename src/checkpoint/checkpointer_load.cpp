@@ -1,6 +1,6 @@
 // Checkpointer, the load side: which checkpoint a run resumes from, and reading it back onto any
 // grid (the save side is checkpointer.cpp).
-#include "gridtrain/checkpoint/checkpointer.hpp"
+#include "checkpointer_impl.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -48,7 +48,7 @@ void check_model(hid_t root, const Config& cfg) {
 
 }  // namespace
 
-std::optional<std::string> Checkpointer::resume_path() {
+std::optional<std::string> Checkpointer::Impl::resume_path() {
   const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
   if (!choice) {
     if (cfg_.checkpoint.resume.mode != Resume::Mode::None)
@@ -61,7 +61,7 @@ std::optional<std::string> Checkpointer::resume_path() {
   return choice->path;
 }
 
-void Checkpointer::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
+void Checkpointer::Impl::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + path + "': ";
   const auto failure = phase(where + what + ": ", fn, [](bool) { return std::string(); });
   if (!failure) return;
@@ -74,7 +74,7 @@ void Checkpointer::read_phase(const std::string& path, const std::string& what, 
 
 // The corpus the file was written for against this run's: a note when it changed and
 // data.allow_change permits it, an Error when it does not.
-std::string Checkpointer::check_corpus(hid_t data) const {
+std::string Checkpointer::Impl::check_corpus(hid_t data) const {
   if (!h5_has_attr(data, "train_tokens")) return "";  // checkpoints before the corpus was recorded have none
   const CorpusId was{h5_read_attr_string(data, "corpus_sha256"),
                      static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
@@ -100,7 +100,7 @@ std::string Checkpointer::check_corpus(hid_t data) const {
   return "; data.allow_change = true: the corpus changed (" + changed + ")";
 }
 
-std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
+std::string Checkpointer::Impl::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
   const hid_t root = file.root();
   file.check_header();
   check_model(root, cfg_);
@@ -144,7 +144,7 @@ std::string Checkpointer::read_header(CheckpointFile& file, Optimizer& opt, Resu
 
 // Per-rank state restores only onto the same number of ranks; a resharded run starts its RNG
 // afresh and its error-feedback residuals at zero (returns true then).
-bool Checkpointer::read_rank_state(CheckpointFile& file, Optimizer& opt) {
+bool Checkpointer::Impl::read_rank_state(CheckpointFile& file, Optimizer& opt) {
   const auto world = static_cast<hsize_t>(grid_.shape().size()), me = static_cast<hsize_t>(grid_.rank());
   auto read_row = [&](const std::string& name, DType dtype, void* out, hsize_t length) {
     const std::vector<hsize_t> shape{world, length};
@@ -170,7 +170,7 @@ bool Checkpointer::read_rank_state(CheckpointFile& file, Optimizer& opt) {
   return reset;
 }
 
-ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer& opt) {
+ResumePoint Checkpointer::Impl::load(const std::string& path, Model& model, Optimizer& opt) {
   ResumePoint at;
   bool reset_feedback = false;
   std::string data_note;
@@ -196,7 +196,7 @@ ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer&
 
 // Every rank reads the slab of each tensor it holds, whatever grid wrote the file: global shapes
 // make any layout load any other.
-void Checkpointer::read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors) {
+void Checkpointer::Impl::read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors) {
   torch::NoGradGuard no_grad;
   for (const auto& e : tensors) {
     read_phase(path, "dataset " + e.name, [&] {
@@ -212,7 +212,7 @@ void Checkpointer::read_tensors(const std::string& path, CheckpointFile& file, c
   }
 }
 
-void Checkpointer::load_weights(const std::string& path, Model& model, Optimizer& opt) {
+void Checkpointer::Impl::load_weights(const std::string& path, Model& model, Optimizer& opt) {
   std::vector<Entry> weights;
   for (const auto& e : entries(model, opt))
     if (e.name.starts_with("/model/")) weights.push_back(e);
@@ -240,7 +240,7 @@ void Checkpointer::load_weights(const std::string& path, Model& model, Optimizer
   log_.print("Initialized the weights from " + path + " (checkpoint.init_from; optimizer state and step start fresh)\n");
 }
 
-void Checkpointer::claim_lineage(bool scanned) {
+void Checkpointer::Impl::claim_lineage(bool scanned) {
   agree(grid_.comm(), [&] {
     if (grid_.rank() != 0) return;
     const std::string dir = cfg_.checkpoint.dir;

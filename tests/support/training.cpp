@@ -129,7 +129,8 @@ void check_same_run(const RunResult& got, const RunResult& want, double toleranc
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].sizes() != b[i].sizes() || std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()) != 0)
+    if (a[i].sizes() != b[i].sizes() ||
+        (a[i].nbytes() > 0 && std::memcmp(a[i].data_ptr(), b[i].data_ptr(), a[i].nbytes()) != 0))  // empty: null data
       return false;
   return true;
 }

@@ -1,0 +1,118 @@
+// Checkpointer's private implementation (the pimpl of checkpoint/checkpointer.hpp): what a
+// checkpoint holds of the live state (Entry), the phases of a write and a read over HDF5 and
+// MPI-IO, the writer thread and the lineage. Shared by checkpointer.cpp (save) and
+// checkpointer_load.cpp (resume, load); nothing outside checkpoint/ includes it.
+#pragma once
+#include <functional>
+#include <map>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/comm/agree.hpp"
+#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/parallel/shard.hpp"
+#include "gridtrain/util/watchdog.hpp"
+
+namespace gridtrain {
+
+struct Snapshot;
+
+struct Checkpointer::Impl {
+  // The public operations, as checkpointer.hpp documents them.
+  Impl(const Config& cfg, Grid& grid, Log& log, CorpusId corpus);
+  ~Impl();
+  bool enabled() const { return cfg_.checkpoint.enabled(); }
+  bool due(long long step) const;
+  long long next_due(long long step) const;
+  void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,
+            const TrainState& train);
+  void wait();
+  std::optional<std::string> resume_path();
+  ResumePoint load(const std::string& path, Model& model, Optimizer& opt);
+  void load_weights(const std::string& path, Model& model, Optimizer& opt);
+  void use_parameter_pieces(const std::vector<NamedParameter>& pieces);
+  void add_state(const std::string& group, const std::vector<NamedParameter>& tensors);
+
+  struct Entry {
+    std::string name;             // dataset, e.g. /model/h.0.attn.c_attn.weight
+    std::vector<hsize_t> shape;   // global
+    torch::Tensor local;          // undefined where this rank does not hold the tensor
+    ShardSpec spec;
+    // A ZeRO piece (optimizer state; stage 3's parameters): local is elements [offset, ...) of
+    // the flattened tp-local tensor of shape local_shape (empty: local is the whole tp-local
+    // tensor). Every dp rank writes and reads its own piece.
+    std::vector<std::int64_t> local_shape = {};
+    std::int64_t offset = 0;
+    bool piece() const { return !local_shape.empty(); }
+  };
+  const std::vector<Entry>& entries(Model& model, Optimizer& opt);
+  bool writes(const Entry& e) const;  // this rank's selection is one written (and checksummed)
+  /// Where this rank's part of e lies in its dataset: its tp slab, or for a piece the
+  /// rectangles of that slab it covers; empty where the rank holds nothing of e.
+  Selection selection_of(const Entry& e) const;
+  /// The first n elements of local, row-major: what a selection of n elements holds (padding rows
+  /// come last).
+  static torch::Tensor leading(const torch::Tensor& local, std::size_t n);
+  void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
+  void launch(const std::shared_ptr<Snapshot>& snap);  // write it, on the writer thread when async
+  /// Runs fn and agrees on its success over agree_comm_ under comm.timeout_s, watched by the
+  /// watchdog; a rank that does not get past it in time aborts the job with `where` and what
+  /// abandon(stuck = true) (cleanup, returning text to add) says. Returns the agreed failure.
+  std::optional<Failure> phase(const std::string& where, const std::function<void()>& fn,
+                               const std::function<std::string(bool stuck)>& abandon);
+  /// The lowest failing rank aborts the job with message(); the others wait for it, then abort.
+  [[noreturn]] void abort_from(const Failure& failure, const std::function<std::string()>& message);
+  /// Runs one collective phase of a write and agrees on its success over agree_comm_; on a
+  /// failure anywhere the job is aborted (see above). Returns only when every rank succeeded.
+  void write_phase(const Snapshot& snap, const std::string& what, const std::function<void()>& fn);
+  /// The same for a load: a failure on every rank throws gridtrain::Error, on some ranks aborts.
+  void read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn);
+  /// load()'s parts: the root, /optim, /data and /train attributes into `at` (returns a note
+  /// for the log), the corpus check, the per-rank state (true when residuals were reset).
+  std::string read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at);
+  std::string check_corpus(hid_t data) const;
+  bool read_rank_state(CheckpointFile& file, Optimizer& opt);
+  /// Reads the tensors of file into this rank's parts of them (phased as load()).
+  void read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors);
+  /// After a load: the lineage (run_id) this run continues. The loaded run's (with its
+  /// branched_from, when the loaded file is a branch's), unless checkpoint.dir holds a later
+  /// checkpoint of that run which resume_path() did not choose over (a directory scan passed it
+  /// over as unusable, or a requeue continues its own lineage): then this run is a branch and gets
+  /// a new run_id (its files record branched_from). Throws gridtrain::Error, before any step,
+  /// when a step file this run would write belongs to another run (or the branched-from one),
+  /// naming each file's run, unless output.overwrite = true.
+  void claim_lineage(bool scanned);
+  /// Deletes this run's checkpoints older than `step` beyond checkpoint.keep_last (rank 0).
+  void prune(long long step);
+  void join_writer();
+  std::string file_name(long long step) const;
+
+  Config cfg_;
+  Grid& grid_;
+  Log& log_;
+  CorpusId corpus_;
+  Lineage lineage_;  // new at a fresh start or a branch, the checkpoint's after a load
+  std::string slurm_job_;  // slurm_job_identity() of rank 0, written into every file ("" outside Slurm)
+  bool resume_scanned_ = false;  // resume_path() chose from a directory's files
+  std::string resume_file_;      // the checkpoint resume_path() chose ("" when none)
+  long long start_step_ = 0;  // the step this run started from (that of the loaded checkpoint)
+  std::set<long long> written_;  // steps this process committed (touched by the writer only)
+  MPI_Comm io_comm_ = MPI_COMM_NULL;     // dup of the grid communicator: the HDF5 file's
+  MPI_Comm agree_comm_ = MPI_COMM_NULL;  // another: the phases' agreements, never mixed with HDF5's
+  Watchdog watchdog_;                    // each phase's deadline (comm.timeout_s)
+  std::thread writer_;
+  std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
+  std::vector<Entry> entries_;  // the datasets of model and optimizer (first save or load)
+  std::vector<std::pair<std::string, NamedParameter>> extra_state_;  // add_state's, by dataset name
+  std::map<std::string, NamedParameter> parameter_pieces_;  // ZeRO stage 3, by parameter name
+  int saves_ = 0;
+  double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;
+};
+
+}  // namespace gridtrain
