@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # SIGUSR1 to one rank only (twice, the second while it saves): every rank checkpoints at the next
 # step boundary and the job exits with code 75; a second run resumes from that checkpoint and
-# finishes.
-# Usage: checkpoint_signal.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC
+# finishes. MODE sync | async: how the checkpoint is written (checkpoint.async).
+# Usage: checkpoint_signal.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC [MODE]
 set -u
-gridtrain=$1 data=$2 work=$3 mpiexec=$4
+gridtrain=$1 data=$2 work=$3 mpiexec=$4 mode=${5:-sync}
 deck=$(dirname "$0")/../../inputs/in.smoke
 rm -rf "$work" && mkdir -p "$work"
-common=(-i "$deck" --data.path="$data" --output.dir="$work/out" --checkpoint.dir="$work/ckpt" --train.eval_interval=0)
+common=(-i "$deck" --data.path="$data" --output.dir="$work/out" --checkpoint.dir="$work/ckpt" --train.eval_interval=0
+        --checkpoint.async=$([ "$mode" = async ] && echo true || echo false))
 fail() { echo "FAIL: $*"; tail -20 "$work/run1.txt"; exit 1; }
 "$mpiexec" -n 2 --oversubscribe "$gridtrain" "${common[@]}" --train.steps=1000000 > "$work/run1.txt" 2>&1 &
 job=$!
@@ -25,4 +26,4 @@ step=$(grep -oE "Stopping after step [0-9]+ on signal 10; checkpoint saved" "$wo
   > "$work/run2.txt" 2>&1 || fail "resume failed: $(tail -5 "$work/run2.txt")"
 grep -q "Resumed from .*at step $step " "$work/run2.txt" || fail "run 2 did not resume at step $step"
 grep -q "Loop time of .* for 3 steps" "$work/run2.txt" || fail "run 2 did not run the 3 remaining steps"
-echo "OK: SIGUSR1 to rank pid ${ranks[1]} stopped the job after step $step with exit 75; resumed and finished"
+echo "OK: $mode: SIGUSR1 to rank pid ${ranks[1]} stopped the job after step $step with exit 75; resumed and finished"

@@ -28,7 +28,16 @@ grep -q "Final validation accuracy" "$work/straight.txt" || fail "no accuracy in
 acc=$(grep '"step": 60,' "$work/out-straight/metrics.jsonl" | sed 's/.*"val_accuracy": \([0-9.e-]*\).*/\1/')
 grep -q '"images_per_s"' "$work/out-straight/metrics.jsonl" || fail "metrics.jsonl has no images_per_s"
 echo "test accuracy after 60 steps: $acc"
-awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "accuracy $acc is not above 0.5 (chance: 0.1)"
+# Why 0.5 is not one host's figure. Chance: Fashion-MNIST's test set has 1000 images of each of 10
+# classes, and the train.eval_samples = 2000 evenly spaced test images hold 181 to 225 of each
+# (largest fraction p = 0.11). A classifier that ignores its input is right with mean at most p and spread at
+# most sigma = sqrt(p(1 - p) / 2000) = 0.007 (the argument in tests/mpi/test_cnn.cpp), so 6 sigma
+# above chance is 0.16, and 0.5 sits 55 sigma above chance: passing it is learning, not luck.
+# It asks that the 60-step fp32 run gets half of the images right, a claim about the workload, not
+# about the kernels: another ISA changes a run's trajectory by rounding only, a spread in accuracy
+# of a few sigma at p = 0.5 (sigma = 0.011), far inside the margin the run has (0.81 on a
+# 2-core AMD EPYC Genoa with AVX-512, 0.81 again capped at AVX2).
+awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "accuracy $acc is not above 0.5 (chance: 0.11; 6 sigma above it: 0.16)"
 train first 30 --checkpoint.dir="$work/ckpt" --checkpoint.interval=30
 train resumed 60 --checkpoint.dir="$work/ckpt" --checkpoint.interval=30 --checkpoint.resume=auto
 grep -q "Resumed from" "$work/resumed.txt" || fail "the second run did not resume"
