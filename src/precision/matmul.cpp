@@ -1,5 +1,9 @@
 #include "gridtrain/precision/matmul.hpp"
 
+#include <cpuid.h>
+
+#include <cstring>
+
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
@@ -38,9 +42,31 @@ std::string probe_onednn() {
   }
 }
 
+// Whether the CPU's vendor is Intel (CPUID leaf 0). MKL picks its kernels by vendor: its
+// AVX-512 ones run on GenuineIntel only, AMD gets its AVX2 path (mkl_blas_def_sgemm_kernel_0_zen
+// on an EPYC with AVX-512), which is what oneDNN's matmul, choosing by instruction set, beats
+// (docs/performance.md). On Intel both libraries have the same instructions, and auto keeps
+// PyTorch's own path.
+bool intel_cpu() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::strcmp(vendor, "GenuineIntel") == 0;
+}
+
+// Why auto takes the BLAS here ("" when it takes oneDNN).
+std::string auto_takes_blas() {
+  if (!onednn_unavailable().empty()) return onednn_unavailable();
+  static const bool intel = intel_cpu();
+  return intel ? "an Intel CPU, where MKL runs its AVX-512 kernels itself" : "";
+}
+
 Matmul resolve(Matmul backend) {
   const std::string& why = onednn_unavailable();
-  if (backend == Matmul::Auto) return why.empty() ? Matmul::OneDnn : Matmul::Blas;
+  if (backend == Matmul::Auto) return auto_matmul();
   if (backend == Matmul::OneDnn && !why.empty())
     throw Error("model.matmul = onednn cannot run here: " + why + "; valid on this CPU: auto (which chooses blas "
                 "here), blas");
@@ -112,6 +138,8 @@ const std::string& onednn_unavailable() {
   return why;
 }
 
+Matmul auto_matmul() { return auto_takes_blas().empty() ? Matmul::OneDnn : Matmul::Blas; }
+
 void set_matmul_backend(Matmul requested) { backend() = resolve(requested); }
 
 Matmul matmul_backend() { return backend(); }
@@ -119,8 +147,8 @@ Matmul matmul_backend() { return backend(); }
 std::string describe_matmul(Matmul requested) {
   const std::string chosen = name_of(matmul_backend());
   if (requested != Matmul::Auto) return chosen + " (model.matmul)";
-  const std::string& why = onednn_unavailable();
-  return chosen + " (model.matmul = auto: " + (why.empty() ? "oneDNN's matmul runs on this CPU" : why) + ")";
+  const std::string why = auto_takes_blas();
+  return chosen + " (model.matmul = auto: " + (why.empty() ? "oneDNN's matmul runs on this CPU, where MKL's sgemm takes its AVX2 path" : why) + ")";
 }
 
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {

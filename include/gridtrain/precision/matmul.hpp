@@ -1,7 +1,8 @@
 // The linear layers' matmuls on the CPU, by oneDNN or by the BLAS (model.matmul).
 //
 // Why: PyTorch eager's nn.Linear runs fp32 on the CPU through at::addmm, that is MKL's sgemm,
-// and MKL picks its kernels by CPU vendor: on an AMD EPYC with AVX-512 it runs its AVX2 path.
+// and MKL picks its kernels by CPU vendor: on an AMD EPYC with AVX-512 it runs its AVX2 path
+// (on Intel its AVX-512 one, so there auto keeps it).
 // oneDNN, inside the same LibTorch, picks by instruction set, and its fp32 matmul ran the GPT's
 // shapes 2.0-2.5× faster there (docs/performance.md). Both compute in fp32 with fp32
 // accumulation (not TF32, not bf16): results differ from MKL's in rounding only.
@@ -19,8 +20,12 @@ namespace gridtrain {
 /// or ONEDNN_MAX_CPU_ISA below them), which ATen's mkldnn_matmul refuses even for fp32. Found
 /// once, by running it, at the first call.
 const std::string& onednn_unavailable();
-/// The library for fp32 CPU linears from now on in this process: auto = oneDNN where it runs
-/// (onednn_unavailable() is empty), else the BLAS. Set once at setup, before any model runs.
+/// What model.matmul = auto takes on this CPU: oneDNN where it runs (onednn_unavailable() is
+/// empty) and the CPU is not Intel's; the BLAS elsewhere, since MKL runs AVX-512 kernels on Intel
+/// CPUs only (on AMD it takes its AVX2 path, which oneDNN's matmul beats 2-2.5× on the GPT's shapes).
+Matmul auto_matmul();
+/// The library for fp32 CPU linears from now on in this process: auto = auto_matmul(). Set once
+/// at setup, before any model runs.
 /// Throws gridtrain::Error for Matmul::OneDnn where oneDNN's matmul cannot run, naming the key,
 /// why, and what is valid.
 void set_matmul_backend(Matmul requested);
