@@ -37,9 +37,9 @@ namespace {
 struct Mode {
   const char* name;
   bool tensor_parallel, sequence_parallel;
-  std::shared_ptr<Model> model;
+  std::shared_ptr<Model> model = {};
   double accountant = 0, measured = 0;  // bytes on the rank that holds the most
-  std::vector<double> seconds;
+  std::vector<double> seconds = {};
 };
 
 double max_over_ranks(double v) {

@@ -116,7 +116,7 @@ TEST_CASE("recompute: the graph keeps one recompute node per layer and none of a
     Config one = deck(type, Recompute::Full, "math");
     one.model.n_layer = 1;
     const auto one_layer = count_nodes(pass(one, PrecisionType::Fp32, true).graph);
-    const auto per_block_params = type == std::string("gpt") ? 12 : 9;  // their accumulators
+    const std::size_t per_block_params = type == std::string("gpt") ? 12 : 9;  // their accumulators
     CHECK(full.first - one_layer.first == 2 * (1 + per_block_params));
   }
 }

@@ -104,7 +104,7 @@ TEST_CASE("top-k on one rank: the k largest keys, ties to the smaller global ind
   std::vector<std::int64_t> index(n);
   std::iota(index.begin(), index.end(), 0);
   std::shuffle(index.begin(), index.end(), rng);
-  const auto key_t = torch::tensor(std::vector<int>(keys.begin(), keys.end()), torch::kInt);
+  const auto keys_t = torch::tensor(std::vector<int>(keys.begin(), keys.end()), torch::kInt);
   const auto index_t = torch::tensor(index, torch::kLong);
   std::vector<std::int64_t> order;  // the reference: candidates by key descending, then index ascending
   for (std::int64_t i = 0; i < n; ++i)
@@ -115,7 +115,7 @@ TEST_CASE("top-k on one rank: the k largest keys, ties to the smaller global ind
   const auto candidates = static_cast<std::int64_t>(order.size());
   for (std::int64_t k : {std::int64_t{0}, std::int64_t{1}, std::int64_t{137}, candidates / 2, candidates, n}) {
     CAPTURE(k);
-    const auto got = select_top_k({{key_t, index_t, n, k, true}}, [](std::vector<double>&) {})[0];
+    const auto got = select_top_k({{keys_t, index_t, n, k, true}}, [](std::vector<double>&) {})[0];
     auto want = torch::zeros({n}, torch::kBool);
     for (std::int64_t i = 0; i < std::min(k, candidates); ++i) want[order[i]] = true;
     CHECK(torch::equal(got, want));
