@@ -3,7 +3,7 @@
 // and the counters the end-of-run summary (output/summary.hpp) prints.
 #include "gridtrain/app/trainer.hpp"
 
-#include "gridtrain/model/gpt.hpp"
+#include "gridtrain/model/registry.hpp"
 
 #include "gridtrain/output/rank_stats.hpp"
 #include "gridtrain/output/summary.hpp"

@@ -231,6 +231,4 @@ void Gpt::initialize(std::uint64_t seed) {
       *this, [this](const std::string& n) { return shard(n); }, plan_.tp_rank(), plan_.tp_size(), seed, fill);
 }
 
-bool fused_attention(const Config& c) { return c.model.attention != Attention::Math; }
-
 }  // namespace gridtrain

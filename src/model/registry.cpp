@@ -11,6 +11,9 @@
 #include "gridtrain/util/error.hpp"
 
 namespace gridtrain {
+
+bool fused_attention(const Config& c) { return c.model.attention != Attention::Math; }
+
 namespace {
 
 struct Entry {

@@ -27,10 +27,6 @@ struct GptShape {
   Recompute recompute = Recompute::None;  ///< train.recompute
 };
 
-/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used
-/// (sdpa or auto) rather than the written-out math.
-bool fused_attention(const Config& c);
-
 /// This rank's part of a GPT for a layout: its parameters' shards and its costs.
 class GptPlan : public LanguageModelPlan {
  public:

@@ -30,6 +30,10 @@ int model_layers(const Config& c);
 /// Whether c's model is a language model: it predicts tokens of a vocabulary (Model::logits, `gridtrain generate`).
 bool language_model(const Config& c);
 
+/// model.attention resolved: whether the fused kernel (at::scaled_dot_product_attention) is used
+/// (sdpa or auto) rather than the written-out math.
+bool fused_attention(const Config& c);
+
 /// What keeps c's model from running with tp tensor-parallel and pp pipeline ranks, each naming
 /// the keys and what would be valid; empty: it can.
 std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp);
