@@ -1,21 +1,44 @@
 #include "gridtrain/app/faults.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <new>
 #include <thread>
 
 #include "gridtrain/comm/axis.hpp"
 
 namespace gridtrain {
 
-void Faults::stall(long long step) const {
-  if (step == 1 && rank_ == d_.stall_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.stall_s));
+bool Faults::wanted(const Config::Debug& debug) {
+  return debug.stall_rank >= 0 || debug.nonfinite != NonfiniteFault::None || debug.alloc_limit_mb > 0;
 }
 
-bool Faults::over_memory_budget(double bytes, Axis& world) const {
-  if (d_.alloc_limit_mb <= 0) return false;
-  double over = bytes > d_.alloc_limit_mb * 1024 * 1024 ? 1 : 0;
-  world.blocking_sum(&over, 1, "debug.alloc_limit_mb");
-  return over > 0;
+Faults::Faults(const Config::Debug& debug, Axis& world, std::function<double()> step_bytes)
+    : d_(debug), world_(world), rank_(world.rank()), step_bytes_(std::move(step_bytes)) {}
+
+void Faults::step_begin(long long s) {
+  if (s == 1 && rank_ == d_.stall_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.stall_s));
+}
+
+void Faults::before_forward(long long) {
+  if (d_.alloc_limit_mb <= 0) return;
+  double over = step_bytes_() > d_.alloc_limit_mb * 1024 * 1024 ? 1 : 0;
+  world_.blocking_sum(&over, 1, "debug.alloc_limit_mb");
+  if (over > 0) throw std::bad_alloc();
+}
+
+torch::Tensor Faults::on_loss(long long s, torch::Tensor loss) {
+  return hits(NonfiniteFault::Loss, s) ? loss + std::numeric_limits<double>::quiet_NaN() : loss;
+}
+
+void Faults::after_exchange(long long s, const std::vector<torch::Tensor>& grads) {
+  if (!hits(NonfiniteFault::Grad, s)) return;
+  for (const auto& g : grads)
+    if (g.defined() && g.numel() > 0) {
+      g.view(-1)[0].fill_(INFINITY);
+      return;
+    }
 }
 
 }  // namespace gridtrain

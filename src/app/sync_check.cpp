@@ -6,16 +6,20 @@
 
 namespace gridtrain {
 
+SyncCheck::SyncCheck(bool on, StepPhase phase) : on_(on) { enter(phase); }
+
+SyncCheck::~SyncCheck() { enter(StepPhase::Host); }
+
+void SyncCheck::enter(StepPhase phase) {
 #ifdef GRIDTRAIN_CUDA
-SyncCheck::SyncCheck(bool on) : on_(on) {
-  if (on_) c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
-}
-SyncCheck::~SyncCheck() {
-  if (on_) c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
-}
+  if (!on_) return;
+  using c10::cuda::SyncDebugMode;
+  c10::cuda::warning_state().set_sync_debug_mode(phase == StepPhase::Host ? SyncDebugMode::L_DISABLED
+                                                                          : SyncDebugMode::L_ERROR);
 #else
-SyncCheck::SyncCheck(bool on) : on_(on) {}
-SyncCheck::~SyncCheck() = default;
+  (void)on_;
+  (void)phase;
 #endif
+}
 
 }  // namespace gridtrain

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <new>
 #include <stdexcept>
 #include <tuple>
@@ -21,8 +20,7 @@ namespace gridtrain {
 Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops, std::string peak_source)
     : cfg_(cfg), log_(log), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)),
       plan_(plan_launch(cfg, [world] { int n = 1; MPI_Comm_size(world, &n); return n; }())),
-      grid_(std::make_unique<Grid>(world, plan_.shape, cfg.comm.timeout_s)), faults_(cfg_.debug, grid_->rank()),
-      lr_schedule_(cfg) {
+      grid_(std::make_unique<Grid>(world, plan_.shape, cfg.comm.timeout_s)), lr_schedule_(cfg) {
   // From here on cfg_, the Trainer's own copy: the parts keep references to it.
   cuda_device_ = place_rank(plan_, cfg_, *grid_);
   if (cuda_device_ >= 0) device_ = {torch::kCUDA, static_cast<torch::DeviceIndex>(cuda_device_)};
@@ -45,17 +43,11 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     start_step_ = thermo_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
-    publish_masters();
+    stack_->publish();
   } else if (cfg_.checkpoint.init_from != "none") {
     checkpointer_->load_weights(cfg_.checkpoint.init_from, *model_, *optimizer_);
-    publish_masters();
+    stack_->publish();
   }
-}
-
-void Trainer::publish_masters() {
-  if (!masters_) return;
-  masters_->publish();
-  parameters().all_gather();  // ZeRO stages 1-2: every rank's pieces to every rank
 }
 
 Trainer::~Trainer() = default;
@@ -81,9 +73,26 @@ void Trainer::build_model() {
     for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
     model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
   }
-  std::vector<torch::Tensor> replica;
-  for (auto& [name, t] : model_->replica_state()) replica.push_back(t);  // updated in place: held once
-  replica_ = std::make_unique<ReplicaState>(std::move(replica), grid_->dp());
+  const std::vector<NamedParameter> pieces = build_parameters(std::move(initial));
+  optimizer_ = make_optimizer(cfg_, pieces, grid_->dp());
+  const auto step_bytes = [this] {  // debug.alloc_limit_mb's figure, once the step guard exists
+    const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
+    return model_->plan().activation_bytes(guard_->micro_batch(), elem, 1) + state_bytes().peak();
+  };
+  fixes_ = Fixes(make_fixes({cfg_, log_, *grid_, *model_, *optimizer_, *checkpointer_, pieces, dp_->zero_stage() > 0,
+                             step_bytes}));
+  const ModelPlan& plan = model_->plan();
+  engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
+                                             [&plan](int rows) { return plan.activation_shape(rows); },
+                                             stack_->masters() ? compute_dtype(cfg_.precision.weights) : torch::kFloat,
+                                             device_, model_->first_stage(), model_->last_stage(), !tied_.empty(), timer_);
+  std::vector<const Axis*> pp{&grid_->pp()};
+  if (const Axis* pair = engine_->tied_axis()) pp.push_back(pair);
+  traffic_ = std::make_unique<StepTraffic>(std::array<std::vector<const Axis*>, StepTraffic::kColumns>{
+      {{&grid_->dp()}, {&grid_->tp()}, pp}});
+}
+
+std::vector<NamedParameter> Trainer::build_parameters(std::vector<torch::Tensor> initial) {
   const auto tied_names = model_->tied_parameters();
   std::vector<NamedParameter> named;
   std::vector<torch::Tensor> params;
@@ -110,28 +119,16 @@ void Trainer::build_model() {
       named[i] = {named[i].name, pieces[i].param, named[i].param.sizes().vec(), pieces[i].offset};
   }
   if (dp_->zero_stage() == 3) model_->set_parameter_gather(&parameters());
+  std::unique_ptr<MasterWeights> masters;
   if (!initial.empty()) {  // the optimizer updates fp32 masters of the pieces, the weights of record
-    masters_ = std::make_unique<MasterWeights>(std::move(named), initial);
-    named = masters_->masters();
+    masters = std::make_unique<MasterWeights>(std::move(named), initial);
+    named = masters->masters();
   }
   // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
   // nothing is gathered.
-  if (dp_->zero_stage() == 3 || masters_) checkpointer_->use_parameter_pieces(named);
-  const std::vector<NamedParameter> pieces = named;
-  optimizer_ = make_optimizer(cfg_, std::move(named), grid_->dp());
-  if (cfg_.sparsity.enabled()) {  // masks over the pieces the optimizer updates
-    sparse_ = std::make_unique<SparseTraining>(cfg_, *model_, pieces, *optimizer_, *grid_, dp_->zero_stage() > 0);
-    checkpointer_->add_state("sparse", sparse_->masks());
-  }
-  const ModelPlan& plan = model_->plan();
-  engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
-                                             [&plan](int rows) { return plan.activation_shape(rows); },
-                                             masters_ ? compute_dtype(cfg_.precision.weights) : torch::kFloat, device_,
-                                             model_->first_stage(), model_->last_stage(), !tied_.empty(), timer_);
-  std::vector<const Axis*> pp{&grid_->pp()};
-  if (const Axis* pair = engine_->tied_axis()) pp.push_back(pair);
-  traffic_ = std::make_unique<StepTraffic>(std::array<std::vector<const Axis*>, StepTraffic::kColumns>{
-      {{&grid_->dp()}, {&grid_->tp()}, pp}});
+  if (dp_->zero_stage() == 3 || masters) checkpointer_->use_parameter_pieces(named);
+  stack_ = std::make_unique<ParameterStack>(dp_->reducer(), parameters(), std::move(masters));
+  return named;
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -139,8 +136,7 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
     AutocastGuard autocast(cfg_.precision.type, device_);
     auto y = model_->stage_forward(x, chunk);
     if (!targets.defined()) return y;
-    auto loss = model_->head_loss_sum(y, targets);
-    return faults_.nan_loss(s) ? loss + std::numeric_limits<double>::quiet_NaN() : loss;
+    return fixes_.on_loss(s, model_->head_loss_sum(y, targets));
   };
 }
 
@@ -151,20 +147,12 @@ std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) c
   return {both[0].item<double>(), both[1].item<double>()};
 }
 
-// debug.nonfinite = grad: an Inf in the first gradient element this rank holds after the exchange, which
-// the global finite check must catch on every rank.
-void Trainer::poison_gradient() {
-  for (std::size_t i = 0; i < model_->parameters().size(); ++i)
-    if (auto g = dp_->reducer().reduced_gradient(i); g.numel() > 0) {
-      g.view(-1)[0].fill_(INFINITY);
-      return;
-    }
-}
-
 Verdict Trainer::train_step(long long s, double lr) {
   Axis& tp = grid_->tp();
   Reducer& reducer = dp_->reducer();
   const double tp_wait = tp.wait_s();
+  SyncCheck phase(cfg_.debug.sync_check);
+  fixes_.step_begin(s);
   reducer.zero_grad(optimizer_->owns_communication());
   timer_.stamp();
   torch::Tensor batch;  // (rows, width): this dp rank's samples of the step (first and last stage)
@@ -172,15 +160,10 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::Data);
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device
-  std::vector<torch::Tensor> before;  // the batch-norm statistics before this step's forwards
   try {
-    const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
-    const double state = cfg_.debug.alloc_limit_mb > 0 ? state_bytes().peak() : 0.0;
-    if (faults_.over_memory_budget(model_->plan().activation_bytes(guard_->micro_batch(), elem, 1) + state, grid_->world()))
-      throw std::bad_alloc();
-    const SyncCheck no_sync(cfg_.debug.sync_check);
+    fixes_.before_forward(s);
+    phase.enter(StepPhase::Forward);
     auto micro_batch = [&](std::int64_t first, int rows) { return model_->split(batch.narrow(0, first, rows)); };
-    before = replica_->snapshot();
     loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), micro_batch, stage_forward(s), reducer,
                           guard_->loss_scale());
   } catch (const std::bad_alloc&) {
@@ -188,42 +171,35 @@ Verdict Trainer::train_step(long long s, double lr) {
   } catch (const c10::OutOfMemoryError&) {
     mine.oom = true;
   }
+  phase.enter(StepPhase::Host);
   timer_.stamp(Section::Compute);  // what an out-of-memory error cut short
   timer_.move(Section::Compute, Section::TpComm, tp.wait_s() - tp_wait);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
   reducer.finish();
   parameters().release_all();  // ZeRO stage 3: units a failed step left gathered
-  if (faults_.inf_gradient(s)) poison_gradient();
   timer_.stamp(Section::DpComm);
-  std::vector<torch::Tensor> tied;
-  for (const auto i : tied_) tied.push_back(reducer.reduced_gradient(i));
+  std::vector<torch::Tensor> grads, tied;
+  for (std::size_t i = 0; i < model_->parameters().size(); ++i) grads.push_back(reducer.reduced_gradient(i));
+  for (const auto i : tied_) tied.push_back(grads[i]);
   engine_->sum_tied_gradients(tied);
   timer_.stamp(Section::PpComm);
-  if (sparse_) {  // before the norm: clipping sees the gradient the update applies
-    std::vector<torch::Tensor> grads;
-    for (std::size_t i = 0; i < model_->parameters().size(); ++i) grads.push_back(reducer.reduced_gradient(i));
-    sparse_->mask_gradients(s, grads);
-    timer_.stamp(Section::Optim);
-  }
+  fixes_.after_exchange(s, grads);
+  timer_.stamp(Section::Optim);
   mine.counts_loss = model_->last_stage() && tp.rank() == 0;  // one rank per replica
   std::tie(mine.loss, mine.grad_sq) = loss_and_grad_sq(loss);
   const Verdict v = guard_->judge(s, mine, reducer.exchange() == GradExchange::Local);
   timer_.stamp(Section::DpComm);
   if (v.action == Verdict::Action::Update) {
-    {
-      const SyncCheck no_sync(cfg_.debug.sync_check);
-      if (masters_) masters_->load_gradients(v.grad_factor);  // unscaled and clipped in fp32
-      else if (v.grad_factor != 1.0) reducer.scale(v.grad_factor);  // unscale and clip in one pass
-      optimizer_->step(lr);
-    }
-    if (sparse_) sparse_->after_update(s);  // outside the sync check: a mask update counts on the host
-    const SyncCheck no_sync(cfg_.debug.sync_check);
-    if (masters_) masters_->publish();
-    parameters().all_gather();  // ZeRO stages 1-2: every rank's updated shard to every rank
-    replica_->average();
+    phase.enter(StepPhase::Update);
+    stack_->load_gradients(v.grad_factor);
+    optimizer_->step(lr);
+    phase.enter(StepPhase::Host);
+    fixes_.after_update(s);
+    phase.enter(StepPhase::Publish);
+    stack_->publish();
   } else {
-    replica_->restore(before);  // a skipped or retried step leaves no trace in them either
+    fixes_.on_skip(s);
   }
   timer_.stamp(Section::Optim);
   return v;
@@ -246,7 +222,6 @@ RunResult Trainer::run() {
   Throughput throughput(items_per_step, m.flops_per_item() * items_per_step, peak);
   timer_.reset();
   for (long long s = start_step_; s < steps; ++s) {
-    faults_.stall(s);
     const double lr = lr_schedule_(s);
     traffic_->begin();
     const Verdict v = train_step(s, lr);

@@ -28,12 +28,11 @@ void Trainer::describe_setup() const {
              std::to_string(plan_.accumulation) + " " + m.samples() + "; " +
              std::to_string(dp_->reducer().bucket_count()) + " gradient bucket(s)\n");
   log_.print("LR: peak " + fmt("%.4g", lr_schedule_.peak()) + ", lr(0) = " + fmt("%.4g", lr_schedule_(0)) + "\n");
-  const std::string weights = masters_ ? std::string(name_of(cfg_.precision.weights)) + " weights and gradients, fp32 "
+  const std::string weights = masters() ? std::string(name_of(cfg_.precision.weights)) + " weights and gradients, fp32 "
                                          "master weights and optimizer state" : "fp32 weights and optimizer state";
   log_.print(std::string("Precision: ") + name_of(cfg_.precision.type) + " compute, " + weights +
              (guard_->scaling() ? ", dynamic loss scale from " + fmt("%g", guard_->loss_scale()) : "") + "\n");
-  if (sparse_) log_.print(sparse_->describe());
-  if (sparse_ && !sparse_->never_prunes().empty()) log_.warn(sparse_->never_prunes());
+  fixes_.describe(log_);
   if (cfg_.train.recompute == Recompute::Selective && fused_attention(cfg_))
     log_.warn(std::string("train.recompute = selective with sdpa attention (model.attention = ") + name_of(cfg_.model.attention) +
               ") keeps the same activations as none and adds the attention's forward again: sdpa never stores the "
@@ -48,7 +47,8 @@ StateBytes Trainer::state_bytes() {
   b.grads_peak = static_cast<double>(dp_->reducer().gradient_peak_bytes());
   for (const auto& st : optimizer_->state()) b.optimizer += static_cast<double>(st.param.nbytes());
   for (const auto& [name, t] : optimizer_->rank_state()) b.optimizer += static_cast<double>(t.nbytes());
-  if (masters_) b.optimizer += static_cast<double>(masters_->bytes());  // sharded with the optimizer state
+  b.optimizer += static_cast<double>(stack_->master_bytes());  // sharded with the optimizer state
+  b.fixes = fixes_.state_bytes();
   return b;
 }
 
@@ -75,7 +75,7 @@ ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const
   thermo_step_ = step;
   row.state_mib = state_bytes().total() / (1024.0 * 1024.0);
   row.peak_rss_mib = peak_rss_bytes() / (1024.0 * 1024.0);
-  if (sparse_) row.sparsity = sparse_->report();
+  row.fixes = fixes_.columns();
   return row;
 }
 
@@ -89,7 +89,7 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   const ModelPlan& m = model_->plan();
   RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
                        state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
-  if (sparse_) counters.sparsity = sparse_->report();
+  counters.fixes = fixes_.summary(m.item());
   print_summary({r, counters, cfg_, timer_, dp_->reducer(), *checkpointer_, *guard_, *grid_}, log_);
 }
 

@@ -193,8 +193,14 @@ void Checkpointer::Impl::use_parameter_pieces(const std::vector<NamedParameter>&
   for (const auto& p : pieces) parameter_pieces_[p.name] = p;
 }
 
-void Checkpointer::Impl::add_state(const std::string& group, const std::vector<NamedParameter>& tensors) {
+void Checkpointer::Impl::add_state(const std::string& group, const std::vector<NamedParameter>& tensors,
+                                   std::string missing) {
   for (const auto& t : tensors) extra_state_.emplace_back("/" + group + "/" + t.name, t);
+  state_missing_[group] = std::move(missing);
+}
+
+void Checkpointer::Impl::ignore_state(const std::string& group, std::string note) {
+  state_unused_[group] = std::move(note);
 }
 
 bool Checkpointer::Impl::writes(const Entry& e) const {
@@ -470,8 +476,13 @@ void Checkpointer::load_weights(const std::string& path, Model& model, Optimizer
 void Checkpointer::use_parameter_pieces(const std::vector<NamedParameter>& pieces) {
   impl_->use_parameter_pieces(pieces);
 }
-void Checkpointer::add_state(const std::string& group, const std::vector<NamedParameter>& tensors) {
-  impl_->add_state(group, tensors);
+void Checkpointer::add_state(const std::string& group, const std::vector<NamedParameter>& tensors,
+                             std::string missing) {
+  impl_->add_state(group, tensors, std::move(missing));
+}
+
+void Checkpointer::ignore_state(const std::string& group, std::string note) {
+  impl_->ignore_state(group, std::move(note));
 }
 int Checkpointer::saves() const { return impl_->saves_; }
 double Checkpointer::stall_s() const { return impl_->stall_s_; }

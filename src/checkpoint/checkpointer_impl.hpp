@@ -37,7 +37,8 @@ struct Checkpointer::Impl {
   ResumePoint load(const std::string& path, Model& model, Optimizer& opt);
   void load_weights(const std::string& path, Model& model, Optimizer& opt);
   void use_parameter_pieces(const std::vector<NamedParameter>& pieces);
-  void add_state(const std::string& group, const std::vector<NamedParameter>& tensors);
+  void add_state(const std::string& group, const std::vector<NamedParameter>& tensors, std::string missing);
+  void ignore_state(const std::string& group, std::string note);
 
   struct Entry {
     std::string name;             // dataset, e.g. /model/h.0.attn.c_attn.weight
@@ -110,6 +111,8 @@ struct Checkpointer::Impl {
   std::shared_ptr<Snapshot> pending_;  // the last snapshot (its buffers are reused)
   std::vector<Entry> entries_;  // the datasets of model and optimizer (first save or load)
   std::vector<std::pair<std::string, NamedParameter>> extra_state_;  // add_state's, by dataset name
+  std::map<std::string, std::string> state_missing_;  // add_state's groups: the error for a file without one
+  std::map<std::string, std::string> state_unused_;   // ignore_state's groups: the note for a file with one
   std::map<std::string, NamedParameter> parameter_pieces_;  // ZeRO stage 3, by parameter name
   int saves_ = 0;
   double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;

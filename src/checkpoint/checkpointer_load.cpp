@@ -118,12 +118,12 @@ std::string Checkpointer::Impl::read_header(CheckpointFile& file, Optimizer& opt
                 std::to_string(cfg_.train.seed) + "; the data order would change. Resume with --train.seed=" +
                 std::to_string(seed));
   std::string note = check_corpus(data);
-  // Sparse training's masks (/sparse): needed to resume it, unused by a dense run.
-  const bool masks = H5Lexists(root, "/sparse", H5P_DEFAULT) > 0;
-  if (!masks && !extra_state_.empty())
-    throw Error("has no sparsity masks (/sparse): it was written with sparsity.method = none; start sparse training "
-                "from its weights with checkpoint.init_from (a fresh optimizer), or resume with sparsity.method = none");
-  if (masks && extra_state_.empty()) note += "; its sparsity masks are not used (sparsity.method = none): pruned weights may grow back";
+  // The step fixes' groups (sparse training's masks, /sparse): needed by a run that keeps them,
+  // unused by one that does not.
+  for (const auto& [group, missing] : state_missing_)
+    if (H5Lexists(root, ("/" + group).c_str(), H5P_DEFAULT) <= 0) throw Error(missing);
+  for (const auto& [group, unused] : state_unused_)
+    if (H5Lexists(root, ("/" + group).c_str(), H5P_DEFAULT) > 0) note += "; " + unused;
   at.step = h5_read_attr_int(root, "step");
   at.sample_index = static_cast<std::uint64_t>(h5_read_attr_int(data, "global_sample_index"));
   opt.set_steps(h5_read_attr_int(optim, "step"));

@@ -73,34 +73,6 @@ void print_exchange(const RunCounters& counters, const std::array<double, 3>& by
             fmt("%.0f", bytes[1]) + ", pp " + fmt("%.0f", bytes[2]) + "\n");
 }
 
-// The masks' zeros, and the training FLOPs a sparse kernel would need against the dense ones that ran.
-void print_sparsity(const SparsityReport& r, const std::string& item, Log& log) {
-  auto pct = [](double x) { return fmt("%.2f", 100.0 * x) + " %"; };
-  std::string classes;
-  for (const auto& [name, zeros] : r.by_class) classes += (classes.empty() ? "" : ", ") + name + " " + pct(zeros);
-  log.print("\nSparsity: " + pct(r.sparsified) + " zeros in the sparsified tensors, " + pct(r.model) +
-            " of all parameters (by class: " + classes + ")\n");
-  log.print("Training FLOPs per " + item + " as Evci et al. 2020 count them: " + fmt("%.4g", r.mean_flops_per_item) +
-            " mean over the run's steps, " + fmt("%.4g", r.flops_per_item) + " at the final masks, dense " +
-            fmt("%.4g", r.dense_flops_per_item) + "; in the sparsified tensors' products " +
-            fmt("%.4g", r.mean_layer_flops_per_item) + " mean, " +
-            pct(1.0 - r.mean_layer_flops_per_item / r.layer_dense_flops_per_item) + " fewer than dense (" +
-            fmt("%.4g", r.layer_dense_flops_per_item) + "). The step time and MFU above are the dense kernels' that "
-            "ran (MFU against dense FLOPs): masked weights are multiplied like any other\n");
-}
-
-// summary.json's "sparsity" object.
-std::string sparsity_json(const SparsityReport& r) {
-  std::string classes;
-  for (const auto& [name, zeros] : r.by_class) classes += (classes.empty() ? "" : ", ") + ("\"" + name + "\": ") + fmt("%.9g", zeros);
-  return ", \"sparsity\": {\"sparsified\": " + fmt("%.9g", r.sparsified) + ", \"model\": " + fmt("%.9g", r.model) +
-         ", \"by_class\": {" + classes + "}, \"flops_per_item\": " + fmt("%.9g", r.flops_per_item) +
-         ", \"dense_flops_per_item\": " + fmt("%.9g", r.dense_flops_per_item) + ", \"mean_flops_per_item\": " +
-         fmt("%.9g", r.mean_flops_per_item) + ", \"layer_flops_per_item\": " + fmt("%.9g", r.layer_flops_per_item) +
-         ", \"layer_dense_flops_per_item\": " + fmt("%.9g", r.layer_dense_flops_per_item) +
-         ", \"mean_layer_flops_per_item\": " + fmt("%.9g", r.mean_layer_flops_per_item) + "}";
-}
-
 // <output.dir>/summary.json: the numbers of the report for scripts (scripts/scaling), one object.
 std::string summary_json(const RunResult& run, const RunCounters& counters, const Config& c, const Breakdown& b,
                          const std::array<double, 3>& bytes, int micro_batch, Grid& grid) {
@@ -140,7 +112,7 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
                     ", \"pp\": " + num(bytes[2]) + "}";
   if (run.final_val_loss) out += ", \"final_val_loss\": " + num(*run.final_val_loss);
   if (run.final_val_accuracy) out += ", \"final_val_accuracy\": " + num(*run.final_val_accuracy);
-  if (counters.sparsity) out += sparsity_json(*counters.sparsity);
+  for (const auto& f : counters.fixes) out += ", \"" + f.json_key + "\": " + f.json;
   return out + "}\n";
 }
 
@@ -180,8 +152,8 @@ void print_pipeline(const Config& c, const Breakdown& b, int micro_batch, Grid& 
 
 void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
   const StateBytes& s = counters.state;
-  double v[5] = {s.params, s.params_peak, s.grads, s.grads_peak, s.optimizer};
-  grid.world().blocking_max(v, 5, "model state bytes");
+  double v[6] = {s.params, s.params_peak, s.grads, s.grads_peak, s.optimizer, s.fixes};
+  grid.world().blocking_max(v, 6, "model state bytes");
   char text[400];
   std::snprintf(text, sizeof text,
                 "\nModel state per rank, MiB, max over ranks (the tensors the model, gradient reducer and optimizer "
@@ -189,6 +161,10 @@ void print_memory(const RunCounters& counters, Grid& grid, Log& log) {
                 "", "at the end", "peak", "parameters", v[0] / kMiB, v[1] / kMiB, "gradients", v[2] / kMiB,
                 v[3] / kMiB, "optimizer state", v[4] / kMiB, v[4] / kMiB);
   log.print(text);
+  if (v[5] > 0) {
+    std::snprintf(text, sizeof text, "%-17s %10.3f %10.3f\n", "step fixes", v[5] / kMiB, v[5] / kMiB);
+    log.print(text);
+  }
   log.print("Memory: peak RSS " + min_avg_max(peak_rss_bytes(), grid.world(), kMiB, "MiB") + "\n");
   const int cuda_device = counters.cuda_device;
 #ifdef GRIDTRAIN_CUDA
@@ -234,7 +210,7 @@ void print_summary(const SummaryInputs& in, Log& log) {
   print_pipeline(c, b, guard.micro_batch(), grid, log);
   print_stability(c, checkpointer, guard, log);
   print_memory(counters, grid, log);
-  if (counters.sparsity) print_sparsity(*counters.sparsity, counters.item, log);
+  for (const auto& f : counters.fixes) log.print(f.text);
   const std::string per = "/" + counters.item;
   if (run.final_val_loss)
     log.print("\nFinal validation loss: " + fmt("%.4f", *run.final_val_loss) + " nats" + per + " (" +

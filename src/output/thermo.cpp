@@ -35,6 +35,20 @@ std::string tag_of(const char* name) {
   return t;
 }
 
+// The printed line's fix columns: each header, or each figure under it (at least 7 wide).
+std::string fix_text(const std::vector<ReportColumn>& columns, bool header) {
+  std::string out;
+  char cell[64];
+  for (const auto& c : columns) {
+    if (c.header.empty()) continue;
+    const int width = std::max(7, static_cast<int>(c.header.size()));
+    if (header) std::snprintf(cell, sizeof cell, " %*s", width, c.header.c_str());
+    else std::snprintf(cell, sizeof cell, " %*.2f", width, c.shown);
+    out += cell;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::array<double, kSectionCount> SectionRates::per_step_ms(const Timer& timer, long long steps) {
@@ -86,22 +100,20 @@ Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, 
 
 void Thermo::write(const ThermoRow& r) {
   if (!log_.active()) return;
-  char line[256];
+  char line[512];
   if (!header_done_) {
     std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s%s %10s\n", "Step", "Loss", "ValLoss", "LR",
                   "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "",
-                  r.sparsity ? " Sparse%" : "", "Remain");
+                  fix_text(r.fixes, true).c_str(), "Remain");
     log_.print(line);
     header_done_ = true;
   }
   char val[16] = "        -", acc[16] = "         -";
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
   if (r.val_accuracy) std::snprintf(acc, sizeof acc, "%10.4f", *r.val_accuracy);
-  char sparse[16] = "";
-  if (r.sparsity) std::snprintf(sparse, sizeof sparse, " %7.2f", 100.0 * r.sparsity->sparsified);
   std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s%s %10s\n", r.step, r.loss,
                 val, r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "",
-                sparse, clock_text(r.remaining_s).c_str());
+                fix_text(r.fixes, false).c_str(), clock_text(r.remaining_s).c_str());
   log_.print(line);
 
   std::string json;
@@ -129,15 +141,7 @@ void Thermo::write(const ThermoRow& r) {
   add("elapsed_s", "%.6g", r.elapsed_s);
   add("remaining_s", "%.6g", r.remaining_s);
   if (r.checkpoint_in_s) add("checkpoint_in_s", "%.6g", *r.checkpoint_in_s);
-  if (const auto& s = r.sparsity) {
-    add("sparsity", "%.8g", s->sparsified);
-    add("sparsity_model", "%.8g", s->model);
-    for (const auto& [name, zeros] : s->by_class) add(("sparsity_" + name).c_str(), "%.8g", zeros);
-    add("flops_per_item", "%.8g", s->flops_per_item);
-    add("dense_flops_per_item", "%.8g", s->dense_flops_per_item);
-    add("layer_flops_per_item", "%.8g", s->layer_flops_per_item);
-    add("layer_dense_flops_per_item", "%.8g", s->layer_dense_flops_per_item);
-  }
+  for (const auto& c : r.fixes) add(c.key.c_str(), "%.8g", c.value);
   jsonl_ << json << "}\n" << std::flush;
   if (tensorboard_) write_tensorboard(r);
 }
@@ -151,13 +155,8 @@ void Thermo::write_tensorboard(const ThermoRow& r) {
                {"comm/dp_bytes_per_step", static_cast<double>(r.comm_bytes)}};
   if (r.val_loss) s.emplace_back("loss/val", *r.val_loss);
   if (r.val_accuracy) s.emplace_back("accuracy/val", *r.val_accuracy);
-  if (const auto& sp = r.sparsity) {
-    s.emplace_back("sparsity/sparsified", sp->sparsified);
-    s.emplace_back("sparsity/model", sp->model);
-    for (const auto& [name, zeros] : sp->by_class) s.emplace_back("sparsity/" + name, zeros);
-    s.emplace_back("flops/per_item", sp->flops_per_item);
-    s.emplace_back("flops/dense_per_item", sp->dense_flops_per_item);
-  }
+  for (const auto& c : r.fixes)
+    if (!c.tag.empty()) s.emplace_back(c.tag, c.value);
   for (std::size_t k = 0; k < kSectionCount; ++k)
     s.emplace_back("time/" + tag_of(section_name(static_cast<Section>(k))) + "_ms", r.section_ms[k]);
   tensorboard_->write(r.step, s);

@@ -176,7 +176,7 @@ TEST_CASE("training on the GPU follows the CPU run, and its checkpoint resumes o
 TEST_CASE("no host synchronisation inside forward/backward and the optimizer step (debug.sync_check)", "[gpu]") {
   select_cuda_device(MPI_COMM_WORLD);
   {  // the check can fire: an .item() under it throws
-    const SyncCheck on(true);
+    const SyncCheck on(true, StepPhase::Forward);
     CHECK_THROWS_AS(torch::ones({1}, kGpu).sum().item<float>(), c10::Error);
   }
   const auto dir = test::shared_dir("gpu-sync");

@@ -45,7 +45,7 @@ Config sparse_lm(const std::string& dir, int steps, SparsityMethod method, int d
 
 std::map<std::string, torch::Tensor> masks_of(Trainer& t) {
   std::map<std::string, torch::Tensor> out;
-  for (const auto& m : t.sparsity()->masks()) out[m.name] = m.param.clone();
+  for (const auto& m : test::sparsity(t)->masks()) out[m.name] = m.param.clone();
   return out;
 }
 
@@ -157,7 +157,7 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
     CAPTURE(zero);
     Trainer t(config(7, SparsityMethod::Set, zero), MPI_COMM_WORLD, quiet, 1.0);
     t.run();
-    const SparsityReport r = t.sparsity()->report();
+    const SparsityReport r = test::sparsity(t)->report();
     CHECK(r.sparsified == Approx(0.8).margin(1e-3));  // each tensor's k rounded to a whole element
     const auto conv = std::find_if(r.by_class.begin(), r.by_class.end(), [](auto& c) { return c.first == "conv"; });
     REQUIRE(conv != r.by_class.end());
@@ -168,7 +168,7 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
     CHECK(r.flops_per_item == Approx(r.dense_flops_per_item - r.layer_dense_flops_per_item + r.layer_flops_per_item));
     std::map<std::string, torch::Tensor> state;
     for (const auto& s : t.optimizer().state()) state[s.name] = s.param;
-    for (const auto& m : t.sparsity()->masks()) {
+    for (const auto& m : test::sparsity(t)->masks()) {
       const std::string param = m.name.substr(0, m.name.find('/'));
       CAPTURE(param);
       const auto off = m.param.eq(0);  // at ZeRO 1 a rank's piece of a small tensor may be empty
@@ -177,7 +177,7 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
     }
     if (zero == 0) {  // whole masks over whole weights (at ZeRO 1 they are pieces of the flat buffers)
       const auto params = t.model().named_parameters(true);
-      for (const auto& m : t.sparsity()->masks())
+      for (const auto& m : test::sparsity(t)->masks())
         CHECK(params[m.name.substr(0, m.name.find('/'))].masked_select(m.param.eq(0)).abs().sum().item<float>() == 0.0f);
     }
   }
@@ -198,14 +198,14 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
   // weight gradient: 2 f_S + f_D instead of 3 f_S.
   Trainer rigl(config(7, SparsityMethod::Rigl, 0), MPI_COMM_WORLD, quiet, 1.0);
   rigl.run();
-  const SparsityReport r = rigl.sparsity()->report();
+  const SparsityReport r = test::sparsity(rigl)->report();
   CHECK(r.mean_layer_flops_per_item ==
         Approx((1.0 + 6 * 0.2 + 2 * 0.8 / 3.0) / 7.0 * r.layer_dense_flops_per_item).epsilon(1e-12));
   Config late = config(3, SparsityMethod::Gmp, 0);
   late.sparsity.start = 4;
   Trainer t(late, MPI_COMM_WORLD, quiet, 1.0);
   t.run();
-  CHECK(t.sparsity()->report().sparsified == 0.0);
+  CHECK(test::sparsity(t)->report().sparsified == 0.0);
   Config none = config(1, SparsityMethod::Gmp, 0);  // a class the cnn lacks: refused on every rank
   none.sparsity.tensors = {TensorClass::Embedding};
   CHECK_THROWS_WITH(Trainer(none, MPI_COMM_WORLD, quiet, 1.0),
@@ -257,7 +257,7 @@ TEST_CASE("sparsity at target 0 is the dense run bit for bit; the report counts 
     Config c = sparse_lm(dir, 7, method, 2, 1, 1, 0);
     c.sparsity.target = 0.0;
     Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
-    CHECK_THAT(t.sparsity()->never_prunes(), Catch::Contains("sparsity.target = 0: no weight is ever pruned"));
+    CHECK_THAT(test::sparsity(t)->never_prunes(), Catch::Contains("sparsity.target = 0: no weight is ever pruned"));
     const auto got = t.run();
     check_same_run(got, want_run, 0.0);
     const auto a = t.model().named_parameters(true), b = want.model().named_parameters(true);
@@ -265,23 +265,24 @@ TEST_CASE("sparsity at target 0 is the dense run bit for bit; the report counts 
       CAPTURE(p.key());
       CHECK(torch::equal(a[p.key()], p.value()));
     }
-    CHECK(t.sparsity()->report().sparsified == 0.0);
+    CHECK(test::sparsity(t)->report().sparsified == 0.0);
   }
   Config late = sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0);
   late.sparsity.start = 8;
   late.sparsity.end = 9;
-  CHECK_THAT(Trainer(late, MPI_COMM_WORLD, quiet, 1.0).sparsity()->never_prunes(),
+  Trainer late_run(late, MPI_COMM_WORLD, quiet, 1.0);
+  CHECK_THAT(test::sparsity(late_run)->never_prunes(),
              Catch::Contains("sparsity.start = 8 is past train.steps = 7"));
   // rigl to 75 %: its last update (step 5) regrew connections at zero, which step 6 trained.
   Trainer rigl(sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0), MPI_COMM_WORLD, quiet, 1.0);
   rigl.run();
-  CHECK(rigl.sparsity()->never_prunes().empty());
+  CHECK(test::sparsity(rigl)->never_prunes().empty());
   const auto params = rigl.model().named_parameters(true);
   double zeros = 0, elements = 0;
-  for (const auto& m : rigl.sparsity()->masks()) {
+  for (const auto& m : test::sparsity(rigl)->masks()) {
     const auto& w = params[m.name.substr(0, m.name.find('/'))];
     zeros += w.eq(0).sum().item<double>(), elements += static_cast<double>(w.numel());
   }
-  CHECK(zeros / elements == Approx(rigl.sparsity()->report().sparsified).epsilon(1e-12));
+  CHECK(zeros / elements == Approx(test::sparsity(rigl)->report().sparsified).epsilon(1e-12));
   CHECK(zeros / elements == Approx(0.75).margin(1e-2));
 }

@@ -92,7 +92,7 @@ std::vector<torch::Tensor> snapshot(Trainer& t) {
   for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
   if (const MasterWeights* m = t.masters())
     for (const auto& p : m->masters()) out.push_back(p.param.clone());
-  if (SparseTraining* sparse = t.sparsity())
+  if (SparseTraining* sparse = sparsity(t))
     for (const auto& m : sparse->masks()) out.push_back(m.param.clone());
   return out;
 }

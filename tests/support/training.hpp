@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/app/sparsity_fix.hpp"
 #include "gridtrain/app/trainer.hpp"
 
 namespace gridtrain::test {
@@ -37,6 +38,11 @@ RunResult quiet_run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD);
 /// Copies of every parameter, batch-norm statistic, optimizer state tensor, fp32 master weight and
 /// sparsity mask.
 std::vector<torch::Tensor> snapshot(Trainer& t);
+/// The run's sparse training (sparsity.method != none), or null.
+inline SparseTraining* sparsity(Trainer& t) {
+  SparsityFix* fix = t.fixes().find<SparsityFix>();
+  return fix ? &fix->training() : nullptr;
+}
 bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b);
 /// |a − b| / |b| (b's magnitude floored at 1e-30).
 inline double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }

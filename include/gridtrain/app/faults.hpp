@@ -1,27 +1,32 @@
 // Fault injection ([debug] keys), for the tests of the failure paths: a rank late to step 2, a
 // NaN loss or an Inf gradient on one rank for some steps, a micro-batch that does not fit a
-// memory budget. Each question is asked at the place in the step where the fault would happen.
+// memory budget. A step fix (app/fix.hpp): each fault happens at the point of the step where it
+// would happen in a real run.
 #pragma once
-#include "gridtrain/config/config.hpp"
+#include <functional>
+
+#include "gridtrain/app/fix.hpp"
 
 namespace gridtrain {
 
-class Axis;
-
-class Faults {
+class Faults final : public Fix {
  public:
-  /// world_rank: this rank in the grid (= world) communicator.
-  Faults(const Config::Debug& debug, int world_rank) : d_(debug), rank_(world_rank) {}
-  /// debug.stall_rank: sleeps debug.stall_s on that rank at the start of step 2 (step == 1).
-  void stall(long long step) const;
-  /// debug.nonfinite = loss | grad on this rank at step (0-based).
-  bool nan_loss(long long step) const { return hits(NonfiniteFault::Loss, step); }
-  bool inf_gradient(long long step) const { return hits(NonfiniteFault::Grad, step); }
-  /// debug.alloc_limit_mb: whether a step that needs `bytes` (the micro-batch's estimated
-  /// activations plus the model state's measured peak) fails as out of memory. Decided over the grid, as the out-of-memory flag is: with pp > 1 only
-  /// the last stage's estimate includes the logits, and a stage that failed alone would leave
-  /// its neighbours waiting. Collective over grid when the limit is set.
-  bool over_memory_budget(double bytes, Axis& world) const;
+  /// Whether the deck injects any of these faults (debug.stall_rank, nonfinite, alloc_limit_mb).
+  static bool wanted(const Config::Debug& debug);
+  /// world: the grid, over which the out-of-memory fault is decided; step_bytes: what
+  /// debug.alloc_limit_mb limits (FixContext::step_bytes).
+  Faults(const Config::Debug& debug, Axis& world, std::function<double()> step_bytes);
+  /// debug.stall_rank: sleeps debug.stall_s on that rank at the start of step 2 (s == 1).
+  void step_begin(long long s) override;
+  /// debug.alloc_limit_mb: throws std::bad_alloc when the step needs more. Decided over the grid,
+  /// as the out-of-memory flag is: with pp > 1 only the last stage's estimate includes the
+  /// logits, and a stage that failed alone would leave its neighbours waiting. Collective.
+  void before_forward(long long s) override;
+  /// debug.nonfinite = loss: the loss plus NaN on debug.nonfinite_rank.
+  torch::Tensor on_loss(long long s, torch::Tensor loss) override;
+  /// debug.nonfinite = grad: an Inf in the first gradient element the rank holds, which the
+  /// global finite check must catch on every rank.
+  void after_exchange(long long s, const std::vector<torch::Tensor>& grads) override;
 
  private:
   bool hits(NonfiniteFault kind, long long step) const {
@@ -29,7 +34,9 @@ class Faults {
            step + 1 < d_.nonfinite_step + d_.nonfinite_steps;
   }
   const Config::Debug& d_;
+  Axis& world_;
   int rank_;
+  std::function<double()> step_bytes_;
 };
 
 }  // namespace gridtrain

@@ -10,26 +10,24 @@
 
 #include <mpi.h>
 
-#include "gridtrain/app/faults.hpp"
+#include "gridtrain/app/fix.hpp"
 #include "gridtrain/app/validation.hpp"
 #include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/comm/traffic.hpp"
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/data/samples.hpp"
 #include "gridtrain/data/batches.hpp"
+#include "gridtrain/data/samples.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/optim/lr_schedule.hpp"
-#include "gridtrain/optim/master_weights.hpp"
 #include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/optim/parameter_stack.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/output/thermo.hpp"
 #include "gridtrain/parallel/data_parallel.hpp"
 #include "gridtrain/parallel/pipeline_engine.hpp"
-#include "gridtrain/parallel/replica_state.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/precision/step_guard.hpp"
-#include "gridtrain/sparse/sparse_training.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
@@ -51,9 +49,9 @@ class Trainer {
   Grid& grid() { return *grid_; }
   Optimizer& optimizer() { return *optimizer_; }
   /// The fp32 master weights of precision.weights = bf16 | fp16; null with fp32 weights.
-  const MasterWeights* masters() const { return masters_.get(); }
-  /// The masks of sparsity.method; null without sparsity.
-  SparseTraining* sparsity() { return sparse_.get(); }
+  const MasterWeights* masters() const { return stack_->masters(); }
+  /// The step fixes (app/fix.hpp): sparse training, fault injection, batch-norm replica state.
+  Fixes& fixes() { return fixes_; }
   Checkpointer& checkpointer() { return *checkpointer_; }
   Reducer& reducer() { return dp_->reducer(); }
   /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
@@ -71,12 +69,12 @@ class Trainer {
   void load_data();
   void build_model();
   void describe_setup() const;
+  /// The optimizer's parameters (whole, ZeRO pieces, or the fp32 masters of 2-byte weights) and
+  /// the update path over them; fills counted_ and tied_.
+  std::vector<NamedParameter> build_parameters(std::vector<torch::Tensor> initial);
   /// One optimizer step: forward/backward, gradient exchange, verdict, update.
   Verdict train_step(long long s, double lr);
-  void poison_gradient();
-  /// After a checkpoint was loaded into the fp32 masters: the 2-byte parameters from them.
-  void publish_masters();
-  /// The stage's forward under autocast for step s (loss fault injection included).
+  /// The stage's forward under autocast for step s (the loss through the fixes' on_loss).
   PipelineEngine::Forward stage_forward(long long s);
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
   /// global norm, brought to the host together.
@@ -96,21 +94,19 @@ class Trainer {
   std::unique_ptr<Grid> grid_;
   int cuda_device_ = -1;
   torch::Device device_{torch::kCPU};
-  Faults faults_;
   std::unique_ptr<Samples> samples_;
   std::unique_ptr<BatchPrefetcher> batches_;  // keyed by the step's first global sample
   std::unique_ptr<Validation> validation_;
   std::shared_ptr<Model> model_;
-  std::unique_ptr<ReplicaState> replica_;  // the model's replica_state (batch-norm running statistics)
   std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
   std::vector<std::size_t> tied_;     // indices of Model::tied_parameters() on this stage, in its order
   Timer timer_;
   std::unique_ptr<DataParallel> dp_;
-  std::unique_ptr<MasterWeights> masters_;  // precision.weights = bf16 | fp16 only
+  std::unique_ptr<ParameterStack> stack_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<SparseTraining> sparse_;  // sparsity.method != none only
   std::unique_ptr<PipelineEngine> engine_;
   std::unique_ptr<StepGuard> guard_;
+  Fixes fixes_;
   LrSchedule lr_schedule_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<StepTraffic> traffic_;  // training traffic on dp, tp, pp (the tied pair included)

@@ -92,11 +92,15 @@ class Checkpointer {
   /// the optimizer holds them), each writing and reading its own; the whole parameters are never
   /// gathered. Call before the first save or load.
   void use_parameter_pieces(const std::vector<NamedParameter>& pieces);
-  /// More state saved as /<group>/<name> and loaded in place (sparsity masks, group "sparse"):
-  /// fp32 tensors named "<param>/<what>", each shaped and placed as parameter <param> or, with a
-  /// shape and offset, as its ZeRO piece, like the optimizer's state. Call before the first save
-  /// or load.
-  void add_state(const std::string& group, const std::vector<NamedParameter>& tensors);
+  /// More state saved as /<group>/<name> and loaded in place (a step fix's: sparsity masks, group
+  /// "sparse"): fp32 tensors named "<param>/<what>", each shaped and placed as parameter <param>
+  /// or, with a shape and offset, as its ZeRO piece, like the optimizer's state. load() of a file
+  /// without /<group> throws gridtrain::Error(missing), naming the file. Call before the first
+  /// save or load.
+  void add_state(const std::string& group, const std::vector<NamedParameter>& tensors, std::string missing);
+  /// A group this run does not keep: load() of a file that has /<group> adds `note` to the resume
+  /// message. Call before the first load.
+  void ignore_state(const std::string& group, std::string note);
 
   int saves() const;
   double stall_s() const;  ///< step-loop time spent in save()

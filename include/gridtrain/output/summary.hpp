@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "gridtrain/config/config.hpp"
-#include "gridtrain/sparse/sparsity_report.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
@@ -68,8 +67,18 @@ struct RunResult {
 /// and the optimizer hold), now and the most held at once during the run.
 struct StateBytes {
   double params = 0, params_peak = 0, grads = 0, grads_peak = 0, optimizer = 0;
-  double total() const { return params + grads + optimizer; }
-  double peak() const { return params_peak + grads_peak + optimizer; }
+  double fixes = 0;  ///< what the step fixes hold (sparsity masks, ...)
+  double total() const { return params + grads + optimizer + fixes; }
+  double peak() const { return params_peak + grads_peak + optimizer + fixes; }
+};
+
+/// What a step fix (app/fix.hpp) adds to the end-of-run report: text printed after the memory
+/// table (starting with a blank line, ending with a newline) and one member of summary.json,
+/// `"json_key": json` (json: any JSON value).
+struct ReportSection {
+  std::string text;
+  std::string json_key;
+  std::string json;
 };
 
 struct RunCounters {
@@ -81,7 +90,7 @@ struct RunCounters {
   StateBytes state;                           ///< this rank's model state at the end
   std::string item = "token";                 ///< what throughput counts (ModelPlan::item)
   double items_per_sample = 1;                ///< ModelPlan::items_per_sample
-  std::optional<SparsityReport> sparsity = {};  ///< sparsity.method != none: the masks at the end
+  std::vector<ReportSection> fixes = {};      ///< the step fixes' sections, in their order
 };
 
 /// What the end-of-run report reads: the run's result and counters and the parts of the Trainer

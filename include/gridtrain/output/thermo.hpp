@@ -9,13 +9,24 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gridtrain/output/tensorboard.hpp"
-#include "gridtrain/sparse/sparsity_report.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
+
+/// A figure a step fix (app/fix.hpp) adds to each thermo line: in metrics.jsonl as `key`, in
+/// TensorBoard as `tag` (when given), and on the printed line under `header` (when given) as
+/// `shown` with two decimals, right-aligned.
+struct ReportColumn {
+  std::string key;
+  double value = 0;
+  std::string tag = {};
+  std::string header = {};
+  double shown = 0;
+};
 
 struct ThermoRow {
   long long step = 0;                   ///< optimizer steps completed
@@ -38,7 +49,7 @@ struct ThermoRow {
   std::array<double, kSectionCount> section_ms{};  ///< wall ms per step over the interval, by timer section
   double state_mib = 0;                 ///< this rank's model state (the memory accountant), MiB
   double peak_rss_mib = 0;              ///< this process's peak resident set, MiB
-  std::optional<SparsityReport> sparsity = {};  ///< sparsity.method != none: the masks' figures
+  std::vector<ReportColumn> fixes = {};  ///< the step fixes' figures, the same columns at every line
 };
 
 /// Each timer section's wall ms per step since the previous call: a thermo interval's breakdown.

@@ -1,20 +1,19 @@
-#include "gridtrain/parallel/replica_state.hpp"
+#include "gridtrain/app/replica_state.hpp"
 
 namespace gridtrain {
 
-std::vector<torch::Tensor> ReplicaState::snapshot() const {
-  std::vector<torch::Tensor> out;
-  for (const auto& t : tensors_) out.push_back(t.clone());
-  return out;
+void ReplicaState::step_begin(long long) {
+  before_.clear();
+  for (const auto& t : tensors_) before_.push_back(t.clone());
 }
 
-void ReplicaState::restore(const std::vector<torch::Tensor>& saved) {
+void ReplicaState::on_skip(long long) {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < saved.size(); ++i) tensors_[i].copy_(saved[i]);
+  for (std::size_t i = 0; i < before_.size(); ++i) tensors_[i].copy_(before_[i]);
 }
 
-void ReplicaState::average() {
-  if (tensors_.empty() || dp_.size() == 1) return;
+void ReplicaState::after_update(long long) {
+  if (dp_.size() == 1) return;
   std::vector<torch::Tensor> flat;
   for (const auto& t : tensors_) flat.push_back(t.reshape({-1}));
   auto all = torch::cat(flat);
