@@ -1,9 +1,7 @@
 #include "gridtrain/app/trainer.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <new>
-#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -73,62 +71,27 @@ void Trainer::build_model() {
     for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
     model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
   }
-  const std::vector<NamedParameter> pieces = build_parameters(std::move(initial));
+  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, grid_->dp(), grid_->tp().rank(), initial);
+  const std::vector<NamedParameter>& pieces = stack_->pieces();
+  // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
+  // nothing is gathered.
+  if (parameters().stage() == 3 || masters()) checkpointer_->use_parameter_pieces(pieces);
   optimizer_ = make_optimizer(cfg_, pieces, grid_->dp());
   const auto step_bytes = [this] {  // debug.alloc_limit_mb's figure, once the step guard exists
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     return model_->plan().activation_bytes(guard_->micro_batch(), elem, 1) + state_bytes().peak();
   };
-  fixes_ = Fixes(make_fixes({cfg_, log_, *grid_, *model_, *optimizer_, *checkpointer_, pieces, dp_->zero_stage() > 0,
-                             step_bytes}));
+  fixes_ = Fixes(make_fixes({cfg_, log_, *grid_, *model_, *optimizer_, *checkpointer_, pieces,
+                             stack_->pieces_split_over_dp(), step_bytes}));
   const ModelPlan& plan = model_->plan();
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
                                              [&plan](int rows) { return plan.activation_shape(rows); },
                                              stack_->masters() ? compute_dtype(cfg_.precision.weights) : torch::kFloat,
-                                             device_, model_->first_stage(), model_->last_stage(), !tied_.empty(), timer_);
+                                             device_, model_->first_stage(), model_->last_stage(), !stack_->tied().empty(), timer_);
   std::vector<const Axis*> pp{&grid_->pp()};
   if (const Axis* pair = engine_->tied_axis()) pp.push_back(pair);
   traffic_ = std::make_unique<StepTraffic>(std::array<std::vector<const Axis*>, StepTraffic::kColumns>{
       {{&grid_->dp()}, {&grid_->tp()}, pp}});
-}
-
-std::vector<NamedParameter> Trainer::build_parameters(std::vector<torch::Tensor> initial) {
-  const auto tied_names = model_->tied_parameters();
-  std::vector<NamedParameter> named;
-  std::vector<torch::Tensor> params;
-  ZeroOptions zero{cfg_.optim.zero_stage, {}, cfg_.optim.zero_prefetch};
-  for (auto& p : model_->named_parameters(true)) {
-    const auto tie = std::find(tied_names.begin(), tied_names.end(), p.key());
-    const int tie_index = tie == tied_names.end() ? -1 : static_cast<int>(tie - tied_names.begin());
-    // Stage 3 gathers the model's units; below, each tied parameter gets a bucket of its own.
-    zero.unit_of.push_back(zero.stage == 3 ? model_->unit_of(p.key()) : tie_index);
-    named.push_back({p.key(), p.value()});
-    params.push_back(p.value());
-    if (model_->shard(p.key()).counted_on(grid_->tp().rank())) counted_.push_back(params.size() - 1);
-  }
-  for (const auto& name : tied_names) {  // in the model's order: the same on every stage that holds them
-    const auto it = std::find_if(named.begin(), named.end(), [&](const NamedParameter& n) { return n.name == name; });
-    if (it == named.end()) throw std::logic_error("Model::tied_parameters names '" + name + "', which this rank lacks");
-    tied_.push_back(static_cast<std::size_t>(it - named.begin()));
-  }
-  const Config::Comm& comm = cfg_.comm;
-  dp_ = std::make_unique<DataParallel>(params, grid_->dp(), comm.bucket_mb, comm.overlap, comm.compression, zero);
-  if (dp_->zero_stage() > 0) {  // the optimizer updates this rank's pieces only
-    const auto pieces = dp_->shard_pieces();
-    for (std::size_t i = 0; i < named.size(); ++i)
-      named[i] = {named[i].name, pieces[i].param, named[i].param.sizes().vec(), pieces[i].offset};
-  }
-  if (dp_->zero_stage() == 3) model_->set_parameter_gather(&parameters());
-  std::unique_ptr<MasterWeights> masters;
-  if (!initial.empty()) {  // the optimizer updates fp32 masters of the pieces, the weights of record
-    masters = std::make_unique<MasterWeights>(std::move(named), initial);
-    named = masters->masters();
-  }
-  // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
-  // nothing is gathered.
-  if (dp_->zero_stage() == 3 || masters) checkpointer_->use_parameter_pieces(named);
-  stack_ = std::make_unique<ParameterStack>(dp_->reducer(), parameters(), std::move(masters));
-  return named;
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -142,14 +105,14 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
 
 // {loss, Σ ||g||² over counted_} to the host: the step's one device→host copy.
 std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) const {
-  const auto sq = dp_->gradient_sq(counted_, device_);
+  const auto sq = stack_->gradient_sq(device_);
   const auto both = torch::stack({loss.defined() ? loss.to(torch::kDouble) : torch::zeros_like(sq), sq}).cpu();
   return {both[0].item<double>(), both[1].item<double>()};
 }
 
 Verdict Trainer::train_step(long long s, double lr) {
   Axis& tp = grid_->tp();
-  Reducer& reducer = dp_->reducer();
+  Reducer& reducer = this->reducer();
   const double tp_wait = tp.wait_s();
   SyncCheck phase(cfg_.debug.sync_check);
   fixes_.step_begin(s);
@@ -179,9 +142,9 @@ Verdict Trainer::train_step(long long s, double lr) {
   reducer.finish();
   parameters().release_all();  // ZeRO stage 3: units a failed step left gathered
   timer_.stamp(Section::DpComm);
-  std::vector<torch::Tensor> grads, tied;
-  for (std::size_t i = 0; i < model_->parameters().size(); ++i) grads.push_back(reducer.reduced_gradient(i));
-  for (const auto i : tied_) tied.push_back(grads[i]);
+  const std::vector<torch::Tensor> grads = stack_->reduced_gradients();
+  std::vector<torch::Tensor> tied;
+  for (const auto i : stack_->tied()) tied.push_back(grads[i]);
   engine_->sum_tied_gradients(tied);
   timer_.stamp(Section::PpComm);
   fixes_.after_exchange(s, grads);

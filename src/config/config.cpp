@@ -8,6 +8,7 @@
 
 #include "gridtrain/util/error.hpp"
 #include "keys.hpp"
+#include "sparsity_keys.hpp"
 
 namespace po = boost::program_options;
 
@@ -91,31 +92,10 @@ void check_llama(const Config& c, std::vector<std::string>& errors) {
                      " is odd; rotary embeddings rotate pairs of a head's features: valid: an even head width");
 }
 
-void check_sparsity(const Config& c, std::vector<std::string>& errors) {
-  const Config::Sparsity& s = c.sparsity;
-  if (!s.enabled()) return;
-  const std::string method = std::string("sparsity.method = ") + name_of(s.method);
-  if (s.end_step(c.train.steps) <= s.start)
-    errors.push_back(method + ": sparsity.end = " + std::to_string(s.end_step(c.train.steps)) + " (" +
-                     (s.end > 0 ? "as given" : "3/4 of train.steps") + ") is not after sparsity.start = " +
-                     std::to_string(s.start) + "; valid: start < end");
-  if (c.optim.type == OptimizerType::OnebitAdam)
-    errors.push_back(method + " with optim.type = onebit_adam: its error-feedback residuals would carry pruned "
-                     "weights' updates; valid: optim.type = adamw or sgd");
-  const bool tied = c.model.type == ModelType::Gpt || (c.model.type == ModelType::Llama && c.model.tie_embeddings);
-  const auto& t = s.tensors;
-  const bool masks_tied = std::find(t.begin(), t.end(), TensorClass::Embedding) != t.end() ||
-                          std::find(t.begin(), t.end(), TensorClass::Head) != t.end();
-  if (tied && masks_tied && c.grid.pp > 1)
-    errors.push_back(method + " of the tied token embedding with grid.pp = " + std::to_string(c.grid.pp) +
-                     ": its copies on the first and last stages would need one mask; valid: grid.pp = 1, or "
-                     "sparsity.tensors without embedding and head");
-}
-
 // Checks that involve more than one key (those involving the world size live in the grid/app).
 void check_consistency(const Config& c, std::vector<std::string>& errors) {
   check_llama(c, errors);
-  check_sparsity(c, errors);
+  detail::check_sparsity(c, errors);
   if (c.model.n_embd % c.model.n_head != 0)
     errors.push_back("model.n_embd = " + std::to_string(c.model.n_embd) + " is not divisible by model.n_head = " +
                      std::to_string(c.model.n_head) + "; valid: a multiple of n_head");

@@ -1,15 +1,57 @@
 #include "gridtrain/optim/parameter_stack.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace gridtrain {
+
+ParameterStack::ParameterStack(const Config& cfg, Model& model, Axis& dp, int tp_rank,
+                               const std::vector<torch::Tensor>& initial) {
+  const auto tied_names = model.tied_parameters();
+  std::vector<torch::Tensor> params;
+  ZeroOptions zero{cfg.optim.zero_stage, {}, cfg.optim.zero_prefetch};
+  for (auto& p : model.named_parameters(true)) {
+    const auto tie = std::find(tied_names.begin(), tied_names.end(), p.key());
+    const int tie_index = tie == tied_names.end() ? -1 : static_cast<int>(tie - tied_names.begin());
+    // Stage 3 gathers the model's units; below, each tied parameter gets a bucket of its own.
+    zero.unit_of.push_back(zero.stage == 3 ? model.unit_of(p.key()) : tie_index);
+    pieces_.push_back({p.key(), p.value()});
+    params.push_back(p.value());
+    if (model.shard(p.key()).counted_on(tp_rank)) counted_.push_back(params.size() - 1);
+  }
+  for (const auto& name : tied_names) {  // in the model's order: the same on every stage that holds them
+    const auto it = std::find_if(pieces_.begin(), pieces_.end(), [&](const NamedParameter& n) { return n.name == name; });
+    if (it == pieces_.end()) throw std::logic_error("Model::tied_parameters names '" + name + "', which this rank lacks");
+    tied_.push_back(static_cast<std::size_t>(it - pieces_.begin()));
+  }
+  const Config::Comm& comm = cfg.comm;
+  dp_ = std::make_unique<DataParallel>(params, dp, comm.bucket_mb, comm.overlap, comm.compression, zero);
+  if (dp_->zero_stage() > 0) {  // the optimizer updates this rank's pieces only
+    const auto shards = dp_->shard_pieces();
+    for (std::size_t i = 0; i < pieces_.size(); ++i)
+      pieces_[i] = {pieces_[i].name, shards[i].param, pieces_[i].param.sizes().vec(), shards[i].offset};
+  }
+  if (dp_->zero_stage() == 3) model.set_parameter_gather(&dp_->parameters());
+  if (!initial.empty()) {  // the optimizer updates fp32 masters of the pieces, the weights of record
+    masters_ = std::make_unique<MasterWeights>(pieces_, initial);
+    pieces_ = masters_->masters();
+  }
+}
+
+std::vector<torch::Tensor> ParameterStack::reduced_gradients() const {
+  std::vector<torch::Tensor> grads;
+  for (std::size_t i = 0; i < pieces_.size(); ++i) grads.push_back(dp_->reducer().reduced_gradient(i));
+  return grads;
+}
 
 void ParameterStack::load_gradients(double factor) {
   if (masters_) masters_->load_gradients(factor);  // unscaled and clipped in fp32
-  else if (factor != 1.0) reducer_.scale(factor);  // unscale and clip in one pass
+  else if (factor != 1.0) dp_->reducer().scale(factor);  // unscale and clip in one pass
 }
 
 void ParameterStack::publish() {
   if (masters_) masters_->publish();
-  parameters_.all_gather();  // ZeRO stages 1-2: every rank's pieces to every rank
+  dp_->parameters().all_gather();  // ZeRO stages 1-2: every rank's pieces to every rank
 }
 
 }  // namespace gridtrain

@@ -121,6 +121,12 @@ LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   check_model(c, plan, problems);
   check_faults(c, plan.shape, problems);
   if (resolve_device) resolve_devices(c, plan, problems);
+  if (c.train.recompute == Recompute::Selective && fused_attention(c))
+    plan.warnings.push_back(std::string("train.recompute = selective with sdpa attention (model.attention = ") +
+                            name_of(c.model.attention) +
+                            ") keeps the same activations as none and adds the attention's forward again: sdpa never "
+                            "stores the scores that selective recomputation exists to drop; use train.recompute = "
+                            "full to save memory");
   if (problems.size() == 1) throw Error(problems.front());
   if (!problems.empty()) {
     std::string msg = std::to_string(problems.size()) + " problems with this launch:";

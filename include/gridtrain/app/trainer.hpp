@@ -53,9 +53,9 @@ class Trainer {
   /// The step fixes (app/fix.hpp): sparse training, fault injection, batch-norm replica state.
   Fixes& fixes() { return fixes_; }
   Checkpointer& checkpointer() { return *checkpointer_; }
-  Reducer& reducer() { return dp_->reducer(); }
+  Reducer& reducer() { return stack_->data_parallel().reducer(); }
   /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
-  ShardedParameters& parameters() { return dp_->parameters(); }
+  ShardedParameters& parameters() { return stack_->data_parallel().parameters(); }
   /// This rank's model state bytes now (the memory accountant of the summary).
   StateBytes state_bytes();
   /// Micro-batches per step and dp rank (doubled by each out-of-memory back-off).
@@ -69,9 +69,6 @@ class Trainer {
   void load_data();
   void build_model();
   void describe_setup() const;
-  /// The optimizer's parameters (whole, ZeRO pieces, or the fp32 masters of 2-byte weights) and
-  /// the update path over them; fills counted_ and tied_.
-  std::vector<NamedParameter> build_parameters(std::vector<torch::Tensor> initial);
   /// One optimizer step: forward/backward, gradient exchange, verdict, update.
   Verdict train_step(long long s, double lr);
   /// The stage's forward under autocast for step s (the loss through the fixes' on_loss).
@@ -98,11 +95,8 @@ class Trainer {
   std::unique_ptr<BatchPrefetcher> batches_;  // keyed by the step's first global sample
   std::unique_ptr<Validation> validation_;
   std::shared_ptr<Model> model_;
-  std::vector<std::size_t> counted_;  // parameters whose gradients this rank counts in the norm
-  std::vector<std::size_t> tied_;     // indices of Model::tied_parameters() on this stage, in its order
   Timer timer_;
-  std::unique_ptr<DataParallel> dp_;
-  std::unique_ptr<ParameterStack> stack_;
+  std::unique_ptr<ParameterStack> stack_;  // the parameters, their data-parallel side, the masters
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<PipelineEngine> engine_;
   std::unique_ptr<StepGuard> guard_;

@@ -1,32 +1,61 @@
-// The parameters of record and the step's one update path over them: load_gradients (the
-// gradients the optimizer reads, times the step's unscale-and-clip factor), the optimizer's
-// update, publish (the updated values to the weights the model computes with).
-//   fp32 weights:   the factor scales the Reducer's reduced gradients in place (skipped at 1);
-//                   the optimizer updates the weights, or their ZeRO pieces, themselves.
-//   2-byte weights: fp32 masters (optim/master_weights.hpp) take the widened gradients times the
-//                   factor, in fp32; the optimizer updates the masters, which publish rounds
-//                   into the weights.
+// The parameters of record, from the model's tensors to what the optimizer updates, and the
+// step's one update path over them.
+//
+// The stack: the model's parameters (fp32, or 2-byte: precision.weights = bf16 | fp16), their
+// data-parallel side (parallel/data_parallel.hpp: buckets, ZeRO's storage, the gradient Reducer),
+// and the pieces the optimizer updates: each whole tp-local tensor, its ZeRO piece, or the fp32
+// master of either (optim/master_weights.hpp; Micikevicius et al. 2018).
+//
+// The update path: load_gradients (the gradients the optimizer reads, times the step's
+// unscale-and-clip factor), the optimizer's update, publish (the updated values to the weights
+// the model computes with).
+//   fp32 weights:   the factor scales the reduced gradients in place (skipped at 1); the optimizer
+//                   updates the weights, or their ZeRO pieces, themselves.
+//   2-byte weights: the masters take the widened gradients times the factor, in fp32; the
+//                   optimizer updates the masters, which publish rounds into the weights.
 // publish then all-gathers every rank's updated pieces (ZeRO stages 1–2).
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include <torch/torch.h>
+
+#include "gridtrain/comm/axis.hpp"
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/model/model.hpp"
 #include "gridtrain/optim/master_weights.hpp"
-#include "gridtrain/parallel/reducer.hpp"
-#include "gridtrain/parallel/sharded_parameters.hpp"
+#include "gridtrain/optim/optimizer.hpp"
+#include "gridtrain/parallel/data_parallel.hpp"
 
 namespace gridtrain {
 
 class ParameterStack {
  public:
-  /// masters: precision.weights = bf16 | fp16; null with fp32 weights. The reducer and the
-  /// parameters must outlive the stack.
-  ParameterStack(Reducer& reducer, ShardedParameters& parameters, std::unique_ptr<MasterWeights> masters)
-      : reducer_(reducer), parameters_(parameters), masters_(std::move(masters)) {}
+  /// model: on its device, its parameters in their final dtype. initial: with 2-byte weights,
+  /// every parameter's fp32 value (whole, in the model's order) for the masters; empty for fp32
+  /// weights. tp_rank: this rank on tp (which parameters count toward the norm). Collective over
+  /// dp. Throws std::logic_error when the model's tied_parameters names one this rank lacks, and
+  /// what DataParallel throws. The model is told its stage-3 gather (Model::set_parameter_gather).
+  ParameterStack(const Config& cfg, Model& model, Axis& dp, int tp_rank, const std::vector<torch::Tensor>& initial);
+
+  /// What the optimizer updates, in the model's parameter order, with their .grad.
+  const std::vector<NamedParameter>& pieces() const { return pieces_; }
+  /// Whether the pieces are ZeRO pieces (disjoint over dp) rather than whole tensors.
+  bool pieces_split_over_dp() const { return dp_->zero_stage() > 0; }
+  DataParallel& data_parallel() { return *dp_; }
+  const DataParallel& data_parallel() const { return *dp_; }
+  /// The reduced gradient of every model parameter as this rank holds it (Reducer::reduced_gradient).
+  std::vector<torch::Tensor> reduced_gradients() const;
+  /// Indices of Model::tied_parameters() on this rank, in that order.
+  const std::vector<std::size_t>& tied() const { return tied_; }
+  /// Σ‖g‖² over the gradients this rank counts toward the global norm (each tp-sharded element
+  /// once over tp: ShardSpec::counted_on), a 0-d fp64 tensor on `device` (DataParallel::gradient_sq).
+  torch::Tensor gradient_sq(torch::Device device) const { return dp_->gradient_sq(counted_, device); }
+
   /// Before the optimizer's update: the gradients it reads, multiplied by factor.
   void load_gradients(double factor);
-  /// After an update, or after a checkpoint was loaded into the parameters of record.
-  /// Collective over dp (ZeRO stages 1–2).
+  /// After an update, or after a checkpoint was loaded into the pieces. Collective over dp.
   void publish();
   /// The fp32 masters; null with fp32 weights.
   const MasterWeights* masters() const { return masters_.get(); }
@@ -34,9 +63,10 @@ class ParameterStack {
   std::uint64_t master_bytes() const { return masters_ ? masters_->bytes() : 0; }
 
  private:
-  Reducer& reducer_;
-  ShardedParameters& parameters_;
+  std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<MasterWeights> masters_;
+  std::vector<NamedParameter> pieces_;
+  std::vector<std::size_t> counted_, tied_;
 };
 
 }  // namespace gridtrain

@@ -21,6 +21,9 @@ struct LaunchPlan {
   bool sequence_parallel = false; ///< grid.sequence_parallel (in effect with tp > 1)
   bool cuda = false;              ///< train.device resolved (auto: a CUDA build that sees a GPU)
   bool nccl = false;              ///< comm.backend resolved (auto: nccl exactly when on CUDA)
+  /// Settings that run but do not do what they are for (selective recomputation with sdpa
+  /// attention), each naming the keys and what to use instead: for the setup report.
+  std::vector<std::string> warnings = {};
 };
 
 /// The plan of c on a world of world_size ranks. Throws gridtrain::Error listing every problem
