@@ -88,10 +88,10 @@ void Trainer::build_model() {
                                              [&plan](int rows) { return plan.activation_shape(rows); },
                                              stack_->masters() ? compute_dtype(cfg_.precision.weights) : torch::kFloat,
                                              device_, model_->first_stage(), model_->last_stage(), !stack_->tied().empty(), timer_);
-  std::vector<const Axis*> pp{&grid_->pp()};
-  if (const Axis* pair = engine_->tied_axis()) pp.push_back(pair);
-  traffic_ = std::make_unique<StepTraffic>(std::array<std::vector<const Axis*>, StepTraffic::kColumns>{
-      {{&grid_->dp()}, {&grid_->tp()}, pp}});
+  std::vector<std::vector<const Axis*>> columns;  // one per axis; pp's with the tied-embedding pair split off it
+  for (const AxisInfo& a : kAxes) columns.push_back({&grid_->axis(a.id)});
+  if (const Axis* pair = engine_->tied_axis()) columns[index_of(AxisId::Pp)].push_back(pair);
+  traffic_ = std::make_unique<StepTraffic>(std::move(columns));
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
@@ -149,7 +149,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::PpComm);
   fixes_.after_exchange(s, grads);
   timer_.stamp(Section::Optim);
-  mine.counts_loss = model_->last_stage() && tp.rank() == 0;  // one rank per replica
+  mine.counts_loss = model_->last_stage() && grid_->represents({AxisId::Tp});  // one rank per replica
   std::tie(mine.loss, mine.grad_sq) = loss_and_grad_sq(loss);
   const Verdict v = guard_->judge(s, mine, reducer.exchange() == GradExchange::Local);
   timer_.stamp(Section::DpComm);
@@ -188,7 +188,7 @@ RunResult Trainer::run() {
     const double lr = lr_schedule_(s);
     traffic_->begin();
     const Verdict v = train_step(s, lr);
-    const std::uint64_t step_bytes = traffic_->end()[StepTraffic::Dp];  // training traffic only, not validation
+    const std::uint64_t step_bytes = traffic_->end()[index_of(AxisId::Dp)];  // training traffic only, not validation
     if (v.action == Verdict::Action::Retry) {  // out of memory, backed off: the same step again
       --s;
       continue;

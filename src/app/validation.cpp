@@ -40,7 +40,7 @@ Validation::Result Validation::run(Model& model, PipelineEngine& engine, int mic
     return targets.defined() ? model.head_sums(y, targets) : y;
   };
   const auto sums = engine.evaluate(rows, most_, micro_batch, batch, forward);
-  const bool counts = model.last_stage() && grid_.tp().rank() == 0;
+  const bool counts = model.last_stage() && grid_.represents({AxisId::Tp});
   // nats, correct predictions, items
   double total[3] = {counts && !sums.empty() ? sums[0] : 0.0, counts && sums.size() > 1 ? sums[1] : 0.0,
                      counts ? static_cast<double>(rows * model.plan().items_per_sample()) : 0.0};

@@ -204,7 +204,7 @@ void Checkpointer::Impl::ignore_state(const std::string& group, std::string note
 }
 
 bool Checkpointer::Impl::writes(const Entry& e) const {
-  return e.local.defined() && (e.piece() || grid_.dp().rank() == 0) && e.spec.counted_on(grid_.tp().rank());
+  return e.local.defined() && (e.piece() || grid_.represents({AxisId::Dp})) && e.spec.counted_on(grid_.tp().rank());
 }
 
 Selection Checkpointer::Impl::selection_of(const Entry& e) const {
@@ -378,7 +378,7 @@ void Checkpointer::Impl::write(const Snapshot& snap) {
     h5_write_attr(root, "step", snap.step);
     h5_write_attr(root, "tokens_seen", static_cast<long long>(snap.items_seen));
     const auto g = grid_.shape();
-    h5_write_attr(root, "grid", std::to_string(g.dp) + "," + std::to_string(g.tp) + "," + std::to_string(g.pp));
+    h5_write_attr(root, "grid", g.csv());  // each axis's size, kAxes order
     h5_write_attr(root, "deck", config_text(cfg_));
     h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion);
     h5_write_attr(root, "run_id", snap.lineage.run_id);

@@ -25,43 +25,57 @@ GridShape resolve_shape(int dp, int tp, int pp, int world_size) {
   return {dp, tp, pp};
 }
 
-Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape) {
-  int dims[3] = {shape.pp, shape.dp, shape.tp};  // last dimension varies fastest
-  int periods[3] = {0, 0, 0};
-  MPI_Cart_create(world, 3, dims, periods, /*reorder=*/0, &cart_);
+std::string GridShape::csv() const {
+  std::string out;
+  for (const AxisInfo& a : kAxes) {
+    if (!out.empty()) out += ',';
+    out += std::to_string((*this)[a.id]);
+  }
+  return out;
+}
+
+Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape), timeout_s_(timeout_s) {
+  int dims[kAxisCount], periods[kAxisCount] = {};
+  for (const AxisInfo& a : kAxes) dims[a.cart_dim] = shape[a.id];
+  MPI_Cart_create(world, static_cast<int>(kAxisCount), dims, periods, /*reorder=*/0, &cart_);
   MPI_Comm_rank(cart_, &rank_);
-  MPI_Cart_coords(cart_, rank_, 3, coords_.data());
-  auto sub = [this](int pp, int dp, int tp) {
-    int remain[3] = {pp, dp, tp};
-    MPI_Comm c;
-    MPI_Cart_sub(cart_, remain, &c);
-    return c;
-  };
-  pp_ = std::make_unique<Axis>("pp", sub(1, 0, 0), timeout_s);
-  dp_ = std::make_unique<Axis>("dp", sub(0, 1, 0), timeout_s);
-  tp_ = std::make_unique<Axis>("tp", sub(0, 0, 1), timeout_s);
+  MPI_Cart_coords(cart_, rank_, static_cast<int>(kAxisCount), coords_.data());
+  for (const AxisInfo& a : kAxes) axes_[index_of(a.id)] = group({a.id}, a.name);
   MPI_Comm all;
   MPI_Comm_dup(cart_, &all);
   world_ = std::make_unique<Axis>("world", all, timeout_s);
 }
 
+std::unique_ptr<Axis> Grid::group(std::initializer_list<AxisId> axes, std::string name) const {
+  int remain[kAxisCount] = {};
+  for (const AxisId a : axes) remain[kAxes[index_of(a)].cart_dim] = 1;
+  MPI_Comm c;
+  MPI_Cart_sub(cart_, remain, &c);
+  return std::make_unique<Axis>(std::move(name), c, timeout_s_);
+}
+
+bool Grid::represents(std::initializer_list<AxisId> axes) const {
+  for (const AxisId a : axes)
+    if (axis(a).rank() != 0) return false;
+  return true;
+}
+
 Grid::~Grid() {
-  dp_.reset();
-  tp_.reset();
-  pp_.reset();
+  for (auto& a : axes_) a.reset();
   world_.reset();
   if (cart_ != MPI_COMM_NULL) MPI_Comm_free(&cart_);
 }
 
 void Grid::use_nccl() {
   // world_ carries only host scalars (MPI), so it needs no NCCL communicator.
-  for (Axis* a : {dp_.get(), tp_.get(), pp_.get()}) a->attach(make_nccl_comm(a->comm(), a->name()));
+  for (auto& a : axes_) a->attach(make_nccl_comm(a->comm(), a->name()));
 }
 
 std::string Grid::describe() const {
-  return "Process grid: " + std::to_string(shape_.dp) + " (dp) x " + std::to_string(shape_.tp) + " (tp) x " +
-         std::to_string(shape_.pp) + " (pp) = " + std::to_string(shape_.size()) + " MPI ranks, " + dp_->backend() +
-         " backend";
+  std::string axes;
+  for (const AxisInfo& a : kAxes) axes += std::to_string(shape_[a.id]) + " (" + a.name + ") x ";
+  return "Process grid: " + axes.substr(0, axes.size() - 3) + " = " + std::to_string(shape_.size()) + " MPI ranks, " +
+         axes_[0]->backend() + " backend";
 }
 
 int agree_stop_signal(Axis& world) {

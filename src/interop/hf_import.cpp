@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/grid/grid.hpp"
 #include "gridtrain/interop/hf.hpp"
 #include "gridtrain/interop/safetensors.hpp"
 #include "gridtrain/model/language_model.hpp"
@@ -210,7 +211,7 @@ void write_weights_checkpoint(const std::string& path, const Config& cfg, const 
   h5_write_attr(root, "version", static_cast<long long>(kCheckpointVersion));
   h5_write_attr(root, "step", 0LL);
   h5_write_attr(root, "tokens_seen", 0LL);
-  h5_write_attr(root, "grid", std::string("1,1,1"));
+  h5_write_attr(root, "grid", GridShape{}.csv());  // one rank: every axis of size 1
   h5_write_attr(root, "deck", config_text(cfg));
   h5_write_attr(root, "created_by", std::string("gridtrain ") + kVersion + " import");
   h5_write_attr(root, "weights_only", source);

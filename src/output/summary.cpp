@@ -34,11 +34,11 @@ void print_performance(const RunResult& run, const RunCounters& counters, const 
             "% MFU (peak " + fmt("%.1f", counters.peak_gflops) + " GFLOP/s per rank: " + counters.peak_source + ")\n");
 }
 
-// Bytes sent per training step and rank on dp, tp, pp (averages over ranks).
-std::array<double, 3> bytes_per_step(const RunCounters& counters, long long steps, Grid& grid) {
-  std::array<double, 3> bytes{};
-  for (std::size_t i = 0; i < 3; ++i) bytes[i] = static_cast<double>(counters.bytes_sent[i]);
-  grid.world().blocking_sum(bytes.data(), 3, "bytes sent");
+// Bytes sent per training step and rank on each axis (averages over ranks).
+PerAxis<double> bytes_per_step(const RunCounters& counters, long long steps, Grid& grid) {
+  PerAxis<double> bytes{};
+  for (std::size_t i = 0; i < kAxisCount; ++i) bytes[i] = static_cast<double>(counters.bytes_sent.at(i));
+  grid.world().blocking_sum(bytes.data(), static_cast<int>(kAxisCount), "bytes sent");
   const double per = static_cast<double>(grid.shape().size()) * static_cast<double>(std::max(1LL, steps));
   for (auto& b : bytes) b /= per;
   return bytes;
@@ -46,7 +46,7 @@ std::array<double, 3> bytes_per_step(const RunCounters& counters, long long step
 
 // What the reducer actually did, not what the deck asked for (compression disables overlap;
 // 1-bit Adam keeps gradients local after its freeze).
-void print_exchange(const RunCounters& counters, const std::array<double, 3>& bytes, const Reducer& reducer, Grid& grid,
+void print_exchange(const RunCounters& counters, const PerAxis<double>& bytes, const Reducer& reducer, Grid& grid,
                     Log& log) {
   Axis& dp = grid.dp();
   if (dp.size() > 1) {
@@ -69,13 +69,14 @@ void print_exchange(const RunCounters& counters, const std::array<double, 3>& by
                    : "") +
               "\n");
   }
-  log.print("Bytes sent per training step and rank (avg over ranks): dp " + fmt("%.0f", bytes[0]) + ", tp " +
-            fmt("%.0f", bytes[1]) + ", pp " + fmt("%.0f", bytes[2]) + "\n");
+  std::string per_axis;
+  for (const AxisInfo& a : kAxes) per_axis += (per_axis.empty() ? "" : ", ") + (a.name + (" " + fmt("%.0f", bytes[index_of(a.id)])));
+  log.print("Bytes sent per training step and rank (avg over ranks): " + per_axis + "\n");
 }
 
 // <output.dir>/summary.json: the numbers of the report for scripts (scripts/scaling), one object.
 std::string summary_json(const RunResult& run, const RunCounters& counters, const Config& c, const Breakdown& b,
-                         const std::array<double, 3>& bytes, int micro_batch, Grid& grid) {
+                         const PerAxis<double>& bytes, int micro_batch, Grid& grid) {
   const GridShape& g = grid.shape();
   const auto steps = static_cast<long long>(run.losses.size());
   auto num = [](double v) { return std::isfinite(v) ? fmt("%.9g", v) : std::string("null"); };
@@ -98,9 +99,13 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
   std::string sections;
   for (const auto& row : b.rows) sections += "\"" + row.name + "\": " + num(row.avg_s) + ", ";
   sections += "\"Other\": " + num(b.other_avg_s);
+  std::string sizes, axis_bytes;
+  for (const AxisInfo& a : kAxes) {
+    sizes += ", \"" + std::string(a.name) + "\": " + std::to_string(g[a.id]);
+    axis_bytes += (axis_bytes.empty() ? "\"" : ", \"") + std::string(a.name) + "\": " + num(bytes[index_of(a.id)]);
+  }
   std::string out = "{\"deck\": " + quoted(c.deck_name) + ", \"model\": \"" + name_of(c.model.type) + "\", \"ranks\": " +
-                    std::to_string(g.size()) + ", \"dp\": " + std::to_string(g.dp) + ", \"tp\": " +
-                    std::to_string(g.tp) + ", \"pp\": " + std::to_string(g.pp) + ", \"zero_stage\": " +
+                    std::to_string(g.size()) + sizes + ", \"zero_stage\": " +
                     std::to_string(c.optim.zero_stage) + ", \"global_batch\": " + std::to_string(c.train.global_batch) +
                     ", \"micro_batch\": " + std::to_string(micro_batch) + ", \"steps\": " +
                     std::to_string(steps) + ", \"train_steps\": " + std::to_string(c.train.steps) +
@@ -108,8 +113,7 @@ std::string summary_json(const RunResult& run, const RunCounters& counters, cons
                     num(steps > 0 ? run.loop_s / static_cast<double>(steps) : 0.0) + ", \"item\": \"" + counters.item +
                     "\", \"items_per_s\": " + num(run.items_per_s) + ", \"mfu\": " + num(run.mfu) +
                     ", \"peak_gflops_per_rank\": " + num(counters.peak_gflops) + ", \"sections_s\": {" + sections +
-                    "}, \"bytes_per_step\": {\"dp\": " + num(bytes[0]) + ", \"tp\": " + num(bytes[1]) +
-                    ", \"pp\": " + num(bytes[2]) + "}";
+                    "}, \"bytes_per_step\": {" + axis_bytes + "}";
   if (run.final_val_loss) out += ", \"final_val_loss\": " + num(*run.final_val_loss);
   if (run.final_val_accuracy) out += ", \"final_val_accuracy\": " + num(*run.final_val_accuracy);
   for (const auto& f : counters.fixes) out += ", \"" + f.json_key + "\": " + f.json;

@@ -79,21 +79,24 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   constexpr int kFields = kColumns + 2;  // the columns, the stage, whether the rank leads it
   const double mine[kFields] = {row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
                                 static_cast<double>(layout.stage),
-                                grid.dp().rank() == 0 && grid.tp().rank() == 0 ? 1.0 : 0.0};
+                                grid.represents({AxisId::Dp, AxisId::Tp}) ? 1.0 : 0.0};
   std::vector<double> all(static_cast<std::size_t>(kFields * g.size()));
   grid.world().all_gather(mine, all.data(), sizeof mine, "dry-run estimates").wait();
 
   const std::string schedule = std::string(name_of(cfg.train.schedule)) +
                                (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " chunks per rank" : "");
+  std::string axes;  // "2 (dp) x 2 (tp, sequence parallel) x 1 (pp)"
+  for (const AxisInfo& a : kAxes)
+    axes += (axes.empty() ? "" : " x ") + std::to_string(g[a.id]) + " (" + a.name +
+            (a.id == AxisId::Tp && plan.sequence_parallel ? ", sequence parallel" : "") + ")";
   char line[512];
   std::snprintf(line, sizeof line,
-                "Dry run: %s, grid %d (dp) x %d (tp%s) x %d (pp), micro-batch %d x %d micro-batches per step (%s), "
+                "Dry run: %s, grid %s, micro-batch %d x %d micro-batches per step (%s), "
                 "precision %s (weights %s), optimizer %s\n"
                 "Estimated memory per rank, MiB (activations: Korthikanti et al. 2022, recompute %s, %d micro-batch(es) "
                 "in flight on stage 0; plus LibTorch, MPI and the dataset):\n"
                 "%6s %12s %9s %9s %9s %9s %11s %9s %9s\n",
-                name_of(cfg.model.type), g.dp, g.tp, plan.sequence_parallel ? ", sequence parallel" : "",
-                g.pp, cfg.train.micro_batch, M, schedule.c_str(),
+                name_of(cfg.model.type), axes.c_str(), cfg.train.micro_batch, M, schedule.c_str(),
                 name_of(cfg.precision.type), name_of(cfg.precision.weights), name_of(cfg.optim.type),
                 name_of(cfg.train.recompute),
                 in_flight_micro_batches(cfg.train.schedule, 0, g.pp, M, plan.virtual_stages),

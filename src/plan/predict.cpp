@@ -71,7 +71,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   if (!interleaved && c.train.schedule == PipelineSchedule::Interleaved)  // one stage: nothing to interleave
     run.train.schedule = PipelineSchedule::OneFOneB, run.grid.virtual_stages = 1;
   const int v = interleaved ? c.grid.virtual_stages : 1;
-  const auto problems = layout_problems(run, {l.dp, l.tp, l.pp});
+  const auto problems = layout_problems(run, l);
   if (!problems.empty()) {
     p.infeasible = problems.front();
     return p;
@@ -156,16 +156,20 @@ std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int
 }
 
 std::string format_predictions(const std::vector<Prediction>& ps, const char* item) {
+  auto right4 = [](const std::string& t) { return std::string(t.size() < 4 ? 4 - t.size() : 0, ' ') + t + " "; };
   char line[256];
-  std::snprintf(line, sizeof line, "%4s %4s %4s %4s %6s %10s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "dp",
-                "tp", "pp", "zero", "m", "step ms", "compute", "bubble", "tp", "pp", "dp",
-                (std::string(item) + "s/s").c_str(), "MFU%", "TF/rank", "state GB", "mem GiB", "");
-  std::string out = line;
+  std::string out;
+  for (const AxisInfo& a : kAxes) out += right4(a.name);
+  std::snprintf(line, sizeof line, "%4s %6s %10s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "zero", "m",
+                "step ms", "compute", "bubble", "tp", "pp", "dp", (std::string(item) + "s/s").c_str(), "MFU%",
+                "TF/rank", "state GB", "mem GiB", "");
+  out += line;
   for (const auto& p : ps) {
     const auto& l = p.layout;
+    for (const AxisInfo& a : kAxes) out += right4(std::to_string(l[a.id]));
     std::snprintf(line, sizeof line,
-                  "%4d %4d %4d %4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.dp,
-                  l.tp, l.pp, l.zero, p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
+                  "%4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.zero,
+                  p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
                   1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
                   p.state_bytes / 1e9, p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
     out += line;
@@ -202,12 +206,15 @@ Machine request_machine(const Config& c, const PredictRequest& r) {
 }
 
 std::string csv(const std::vector<Prediction>& ps) {
-  std::string out = "dp,tp,pp,zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,dp_s,items_per_s,mfu,tflops_per_rank,"
+  std::string out;
+  for (const AxisInfo& a : kAxes) out += std::string(a.name) + ",";
+  out += "zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,dp_s,items_per_s,mfu,tflops_per_rank,"
                     "state_bytes,memory_bytes,infeasible\n";
   char line[512];
   for (const auto& p : ps) {
-    std::snprintf(line, sizeof line, "%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
-                  p.layout.dp, p.layout.tp, p.layout.pp, p.layout.zero, p.micro_batches, p.step_s, p.compute_s,
+    for (const AxisInfo& a : kAxes) out += std::to_string(p.layout[a.id]) + ",";
+    std::snprintf(line, sizeof line, "%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
+                  p.layout.zero, p.micro_batches, p.step_s, p.compute_s,
                   p.bubble_s, p.tp_s, p.pp_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.state_bytes,
                   p.memory_bytes, p.infeasible.c_str());
     out += line;
@@ -248,7 +255,7 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
   const PredictOptions o{r.grad_bytes > 0 ? r.grad_bytes : weight_bytes(cfg.precision.weights)};
   std::vector<Prediction> ps;
   if (!L.empty()) {
-    const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage};
+    const StepLayout layout{{L[0], L[1], L[2]}, L.size() == 4 ? L[3] : cfg.optim.zero_stage};
     ps.push_back(predict_step(cfg, data, layout, m, o));
   } else {
     ps = rank_layouts(cfg, data, r.ranks, m, o);

@@ -200,7 +200,7 @@ double SparseTraining::layer_flops(long long s) const {
 SparsityReport SparseTraining::report() {
   std::vector<double> ones(global_.size(), 0.0);
   for (const auto& t : local_)
-    if (t.counted && (split_over_dp_ || grid_.dp().rank() == 0)) ones[t.global] += t.mask.sum().item<double>();
+    if (t.counted && (split_over_dp_ || grid_.represents({AxisId::Dp}))) ones[t.global] += t.mask.sum().item<double>();
   grid_.world().blocking_sum(ones.data(), static_cast<int>(ones.size()), "sparsity report");
   SparsityReport r;
   std::map<int, std::pair<double, double>> by_class;  // class → {zeros, elements}

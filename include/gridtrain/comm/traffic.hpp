@@ -3,7 +3,6 @@
 // takes the difference at its end. Nothing else counts bytes, so the thermo column, the summary's
 // per-axis volumes and the bus bandwidth all come from here.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -13,20 +12,19 @@ namespace gridtrain {
 
 class StepTraffic {
  public:
-  enum Column { Dp, Tp, Pp, kColumns };
-  using Bytes = std::array<std::uint64_t, kColumns>;
-  /// The axes whose bytes each column adds up (pp: the pipeline axis and the tied-embedding pair
-  /// split off it). The axes must outlive the record.
-  explicit StepTraffic(std::array<std::vector<const Axis*>, kColumns> axes) : axes_(std::move(axes)) {}
+  using Bytes = std::vector<std::uint64_t>;
+  /// The axes whose bytes each column adds up (one column per grid axis, in kAxes order; pp: the
+  /// pipeline axis and the tied-embedding pair split off it). The axes must outlive the record.
+  explicit StepTraffic(std::vector<std::vector<const Axis*>> columns)
+      : columns_(std::move(columns)), start_(columns_.size()), total_(columns_.size()) {}
 
   /// Snapshots every axis's counter: the step starts.
   void begin() { start_ = counters(); }
   /// The bytes sent per column since begin(), which are also added to total().
   Bytes end() {
-    const Bytes now = counters();
-    Bytes step{};
-    for (int c = 0; c < kColumns; ++c) {
-      step[c] = now[c] - start_[c];
+    Bytes step = counters();
+    for (std::size_t c = 0; c < step.size(); ++c) {
+      step[c] -= start_[c];
       total_[c] += step[c];
     }
     return step;
@@ -36,13 +34,13 @@ class StepTraffic {
 
  private:
   Bytes counters() const {
-    Bytes b{};
-    for (int c = 0; c < kColumns; ++c)
-      for (const Axis* a : axes_[c]) b[c] += a->bytes_sent();
+    Bytes b(columns_.size());
+    for (std::size_t c = 0; c < columns_.size(); ++c)
+      for (const Axis* a : columns_[c]) b[c] += a->bytes_sent();
     return b;
   }
-  std::array<std::vector<const Axis*>, kColumns> axes_;
-  Bytes start_{}, total_{};
+  std::vector<std::vector<const Axis*>> columns_;
+  Bytes start_, total_;
 };
 
 }  // namespace gridtrain

@@ -1,8 +1,15 @@
-// The 3D process grid: MPI_Cart_create over (pp, dp, tp) with tp fastest, so tensor-parallel
-// peers are neighbouring ranks (same node first), then data-parallel replicas, then pipeline
-// stages. Each axis gets its own communicator: grid.dp(), grid.tp(), grid.pp().
+// The process grid: MPI_Cart_create over its axes, slowest first: pipeline stages, data-parallel
+// replicas, tensor-parallel peers (fastest, so that they are neighbouring ranks, the same node
+// first). The axes are data (kAxes): each gets its own communicator (grid.axis(id); grid.dp(),
+// tp(), pp()), its timer section and traffic column, its figures in the summary, summary.json,
+// the checkpoint's "grid" attribute and --dry-run. A new axis is one more entry in AxisId and
+// kAxes, plus its region in the model (as parallel/tensor_parallel.hpp's TpRegion is for tp).
+// Groups that span or split axes (G22's expert-parallel group inside dp, G23's dp × cp) are
+// derived with Grid::group and Axis::split.
 #pragma once
 #include <array>
+#include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -12,9 +19,34 @@
 
 namespace gridtrain {
 
+enum class AxisId { Dp, Tp, Pp };
+
+/// One grid axis: how it is spelled (deck keys grid.<name>, logs, files) and its place in the
+/// Cartesian grid (0 = slowest).
+struct AxisInfo {
+  AxisId id;
+  const char* name;
+  int cart_dim;
+};
+
+/// The grid's axes in the order they are reported (dp, tp, pp: "2 (dp) x 1 (tp) x 1 (pp)",
+/// summary.json, the checkpoint's "grid" attribute), which is also AxisId's order.
+inline constexpr std::array<AxisInfo, 3> kAxes = {{{AxisId::Dp, "dp", 1}, {AxisId::Tp, "tp", 2}, {AxisId::Pp, "pp", 0}}};
+inline constexpr std::size_t kAxisCount = kAxes.size();
+inline constexpr std::size_t index_of(AxisId a) { return static_cast<std::size_t>(a); }
+inline constexpr const char* name_of(AxisId a) { return kAxes[index_of(a)].name; }
+
+/// A figure per axis, in kAxes order (bytes sent, sizes).
+template <class T>
+using PerAxis = std::array<T, kAxisCount>;
+
 struct GridShape {
   int dp = 1, tp = 1, pp = 1;
   int size() const { return dp * tp * pp; }
+  /// The axis's size.
+  int operator[](AxisId a) const { return a == AxisId::Dp ? dp : a == AxisId::Tp ? tp : pp; }
+  /// "2,1,1": each axis's size in kAxes order (the checkpoint's "grid" attribute).
+  std::string csv() const;
 };
 
 /// Resolves dp = 0 ("auto") to world / (tp·pp). Throws gridtrain::Error when tp·pp does not
@@ -27,18 +59,27 @@ class Grid {
   /// timeout_s: comm.timeout_s of the axes' operations (0 = none).
   Grid(MPI_Comm world, GridShape shape, double timeout_s = 0);
 
-  Axis& dp() { return *dp_; }
-  Axis& tp() { return *tp_; }
-  Axis& pp() { return *pp_; }
+  Axis& axis(AxisId a) { return *axes_[index_of(a)]; }
+  const Axis& axis(AxisId a) const { return *axes_[index_of(a)]; }
+  Axis& dp() { return axis(AxisId::Dp); }
+  Axis& tp() { return axis(AxisId::Tp); }
+  Axis& pp() { return axis(AxisId::Pp); }
   /// The whole grid as one axis ("world": every rank of the communicator the grid was built on):
   /// step-wide flags and sums (host scalars, always MPI).
   Axis& world() { return *world_; }
   const GridShape& shape() const { return shape_; }
   int rank() const { return rank_; }  ///< rank in the grid (= world) communicator
   MPI_Comm comm() const { return cart_; }
-  /// Coordinates of this rank: {pp, dp, tp}.
+  /// Coordinates of this rank in Cartesian order: {pp, dp, tp}.
   std::array<int, 3> coords() const { return coords_; }
-  /// Switches the dp, tp and pp axes to the nccl backend (comm/device_comm.hpp): collective over the grid,
+  /// The replica role: whether this rank speaks for the ranks that differ from it only along
+  /// `axes`, i.e. it is rank 0 on each. A figure those ranks hold alike (a loss, a replicated
+  /// tensor) is counted, written or printed by it alone, so that a sum over the grid counts it once.
+  bool represents(std::initializer_list<AxisId> axes) const;
+  /// A derived group: the ranks that differ from this one only along `axes` (e.g. dp × cp over
+  /// which dense gradients reduce), named `name`, with the axes' timeout. Collective over the grid.
+  std::unique_ptr<Axis> group(std::initializer_list<AxisId> axes, std::string name) const;
+  /// Switches every axis to the nccl backend (comm/device_comm.hpp): collective over the grid,
   /// on the current CUDA device. Throws std::runtime_error in a CPU build or when NCCL fails.
   void use_nccl();
   /// "Process grid: 2 (dp) x 1 (tp) x 1 (pp) = 2 MPI ranks, mpi backend"
@@ -52,8 +93,10 @@ class Grid {
   GridShape shape_;
   MPI_Comm cart_ = MPI_COMM_NULL;
   int rank_ = 0;
+  double timeout_s_;
   std::array<int, 3> coords_{};
-  std::unique_ptr<Axis> dp_, tp_, pp_, world_;
+  PerAxis<std::unique_ptr<Axis>> axes_;
+  std::unique_ptr<Axis> world_;
 };
 
 /// Collective over the axis (the whole grid): the stop signal any rank received (the largest;

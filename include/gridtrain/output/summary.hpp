@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
 
 class Checkpointer;
-class Grid;
 class Reducer;
 class StepGuard;
 
@@ -84,7 +84,7 @@ struct ReportSection {
 struct RunCounters {
   double peak_gflops = 0;                     ///< this rank's peak
   std::string peak_source;                    ///< where it came from (plan/peak.hpp)
-  std::array<std::uint64_t, 3> bytes_sent{};  ///< this rank's training traffic on dp, tp, pp
+  std::vector<std::uint64_t> bytes_sent{};    ///< this rank's training traffic per grid axis (kAxes order)
   int cuda_device = -1;                       ///< the rank's CUDA device, or -1 on the CPU
   std::size_t val_samples = 0;                ///< validation samples per pass
   StateBytes state;                           ///< this rank's model state at the end

@@ -31,6 +31,7 @@
 #include <mpi.h>
 
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
 #include "gridtrain/data/data_shape.hpp"
 #include "gridtrain/util/log.hpp"
 
@@ -57,8 +58,9 @@ struct Machine {
 /// Throws gridtrain::Error for another name, listing the known ones.
 Machine device_machine(const std::string& name, PrecisionType precision, double achievable);
 
-struct StepLayout {
-  int dp = 1, tp = 1, pp = 1, zero = 0;
+/// A layout to weigh: the grid's shape (every axis's size) and the ZeRO stage.
+struct StepLayout : GridShape {
+  int zero = 0;
 };
 
 struct Prediction {
