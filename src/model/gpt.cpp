@@ -50,7 +50,7 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, const lm::Cac
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head_, D}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, H/tp, T, D)
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
-  auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
+  auto y = lm::attention_core(q, keys, values, fused_, recompute_, slot).transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C/tp)
   return row_parallel(c_proj_, y, region_);
 }
 
@@ -91,21 +91,15 @@ std::vector<std::string> GptPlan::names() const {
   return out;
 }
 
-Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : plan_(s, layout) {
+Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : LanguageModel(kBlocks), plan_(s, layout) {
   if (first_stage() || last_stage()) {  // the tied head on the last stage is a copy of wte
     const auto rows = local_shape(shard("wte.weight"), plan_.tp_size())[0];
     wte_ = register_module("wte", torch::nn::Embedding(rows, s.n_embd));
   }
   if (first_stage()) wpe_ = register_module("wpe", torch::nn::Embedding(s.block_size, s.n_embd));
   // Named by global layer index (no dots allowed in module names, so h is a plain module).
-  auto h = register_module("h", std::make_shared<torch::nn::Module>());
-  for (const auto& chunk : plan_.chunks()) {
-    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
-      h_.push_back(std::make_shared<Block>(s, plan_.region()));
-      h->register_module(std::to_string(i), h_.back());
-    }
-    chunk_end_.push_back(h_.size());
-  }
+  add_blocks(*register_module("h", std::make_shared<torch::nn::Module>()),
+             [&](std::int64_t) { return std::make_shared<Block>(s, plan_.region()); });
   if (last_stage()) ln_f_ = register_module("ln_f", layer_norm(s.n_embd));
 }
 
@@ -127,19 +121,8 @@ ShardSpec GptPlan::shard(const std::string& name) const {
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
-std::vector<std::string> Gpt::tied_parameters() const {
-  if (first_stage() || last_stage()) return {"wte.weight"};
-  return {};
-}
-
 TensorClass Gpt::tensor_class(const std::string& name) const {
   return name == "wte.weight" || name == "wpe.weight" ? TensorClass::Embedding : Model::tensor_class(name);
-}
-
-double Gpt::weight_flops_per_item(const std::string& name) const {
-  if (name != "wte.weight") return Model::weight_flops_per_item(name);
-  const auto& vc = shard(name).global_shape;
-  return 6.0 * static_cast<double>(vc[0]) * static_cast<double>(vc[1]);
 }
 
 std::string Gpt::describe() const {
@@ -149,8 +132,8 @@ std::string Gpt::describe() const {
 int Gpt::unit_of(const std::string& name) const {
   if (name == "wte.weight") return kWte;
   if (name == "wpe.weight") return kWpe;
-  if (name.starts_with("ln_f.")) return kBlocks + static_cast<int>(h_.size());
-  if (name.starts_with("h.")) return kBlocks + plan_.local_layer(std::stoi(name.substr(2)));
+  if (name.starts_with("ln_f.")) return head_unit();
+  if (name.starts_with("h.")) return block_unit(std::stoi(name.substr(2)));
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
@@ -163,42 +146,7 @@ torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
   return release(kWte, x, /*keep=*/last_stage());       // one stage: the tied head uses wte again
 }
 
-torch::Tensor Gpt::run_blocks(torch::Tensor x, KvCache* cache, int chunk) {
-  const auto c = static_cast<std::size_t>(chunk);
-  for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
-    const int unit = kBlocks + static_cast<int>(i);
-    gather(unit);
-    const lm::CacheSlot slot{cache, i, shape().block_size};
-    auto block = [b = h_[i], slot](const torch::Tensor& in) { return b->forward(in, slot); };
-    x = release(unit, lm::block_forward(block, x, *h_[i], cache ? Recompute::None : shape().recompute));
-  }
-  if (cache) cache->length += x.size(1);
-  return x;
-}
-
-torch::Tensor Gpt::stage_forward(const torch::Tensor& input, int chunk) {
-  return run_blocks(first_stage() && chunk == 0 ? embed(input) : input, nullptr, chunk);
-}
-
-// Per-token loss from the last stage's output, in fp32 whatever autocast computed the logits in:
-// the softmax and its sum over the vocabulary need fp32's range and precision.
-torch::Tensor Gpt::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
-  const int ln_f = kBlocks + static_cast<int>(h_.size());
-  gather(ln_f);
-  gather(kWte);
-  const auto region = plan_.region();
-  auto loss = lm::head_loss(norm(ln_f_, hidden, region), wte_->weight, targets, shard("wte.weight"), region);
-  return release(kWte, release(ln_f, loss));
-}
-
-torch::Tensor Gpt::logits(const torch::Tensor& idx, KvCache* cache) {
-  if (plan_.tp() || !first_stage() || !last_stage() || gathers())
-    throw std::logic_error("Gpt::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
-  check_context(idx, cache);
-  const auto offset = cache ? cache->length : 0;
-  auto x = run_blocks(embed(idx, offset), cache);
-  return dense(ln_f_->forward(x), wte_->weight).to(torch::kFloat);
-}
+torch::Tensor Gpt::final_norm(const torch::Tensor& x) { return norm(ln_f_, x, plan_.region()); }
 
 GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_bytes) const {
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
@@ -216,19 +164,14 @@ double GptPlan::flops_per_item() const {
   return 6.0 * n + 12.0 * L * C * s_.block_size;
 }
 
-void Gpt::initialize(std::uint64_t seed) {
-  const double std_residual = 0.02 / std::sqrt(2.0 * shape().n_layer);
-  auto fill = [&](const std::string& name, torch::Tensor& full, at::Generator& gen) {
-    if (ends_with(name, ".bias")) {
-      full.zero_();
-    } else if (name.starts_with("ln_") || name.find(".ln_") != std::string::npos) {
-      full.fill_(1.0);
-    } else {
-      full.normal_(0.0, ends_with(name, "c_proj.weight") ? std_residual : 0.02, gen);
-    }
-  };
-  lm::initialize(
-      *this, [this](const std::string& n) { return shard(n); }, plan_.tp_rank(), plan_.tp_size(), seed, fill);
+void Gpt::fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const {
+  if (ends_with(name, ".bias")) {
+    full.zero_();
+  } else if (name.starts_with("ln_") || name.find(".ln_") != std::string::npos) {
+    full.fill_(1.0);
+  } else {
+    full.normal_(0.0, ends_with(name, "c_proj.weight") ? residual_std() : 0.02, gen);
+  }
 }
 
 }  // namespace gridtrain

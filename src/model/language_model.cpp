@@ -79,15 +79,84 @@ torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const to
 }
 
 void LanguageModel::check_context(const torch::Tensor& idx, const KvCache* cache) const {
-  const auto end = (cache ? cache->length : 0) + idx.size(1), T = language_plan().items_per_sample();
+  const auto end = (cache ? cache->length : 0) + idx.size(1), T = language_plan().block_size();
   if (end > T)
     throw std::invalid_argument("logits: positions up to " + std::to_string(end) + " are past the context of " +
                                 std::to_string(T) + " (model.block_size)");
 }
 
 std::pair<torch::Tensor, torch::Tensor> LanguageModel::split(const torch::Tensor& rows) const {
-  const auto T = language_plan().items_per_sample();  // rows (B, T + 1)
+  const auto T = language_plan().block_size();  // rows (B, T + 1)
   return {rows.slice(1, 0, T), rows.slice(1, 1, T + 1)};
+}
+
+void LanguageModel::add_blocks(torch::nn::Module& parent,
+                               const std::function<std::shared_ptr<lm::DecoderBlock>(std::int64_t)>& make) {
+  for (const auto& chunk : language_plan().chunks()) {
+    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+      blocks_.push_back(make(i));
+      parent.register_module(std::to_string(i), blocks_.back());
+    }
+    chunk_end_.push_back(blocks_.size());
+  }
+}
+
+torch::Tensor LanguageModel::run_blocks(torch::Tensor x, KvCache* cache, int chunk) {
+  const LanguageModelPlan& plan = language_plan();
+  const auto c = static_cast<std::size_t>(chunk);
+  for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
+    const int unit = first_block_unit_ + static_cast<int>(i);
+    gather(unit);
+    const lm::CacheSlot slot{cache, i, plan.block_size(), &mask_};
+    auto block = [b = blocks_[i], slot](const torch::Tensor& in) { return b->forward(in, slot); };
+    x = release(unit, lm::block_forward(block, x, *blocks_[i], cache ? Recompute::None : plan.recompute()));
+  }
+  if (cache) cache->length += x.size(1);
+  return x;
+}
+
+torch::Tensor LanguageModel::stage_forward(const torch::Tensor& input, int chunk) {
+  return run_blocks(first_stage() && chunk == 0 ? embed(input, 0) : input, nullptr, chunk);
+}
+
+// The head's loss in fp32 whatever autocast computed the logits in: the softmax and its sum over
+// the vocabulary need fp32's range and precision.
+torch::Tensor LanguageModel::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  gather(head_unit());
+  if (tied()) gather(0);  // the embedding's unit
+  auto loss = release(head_unit(), lm::head_loss(final_norm(hidden), head_weight(), targets, shard(head_name()),
+                                                 language_plan().region()));
+  return tied() ? release(0, loss) : loss;
+}
+
+torch::Tensor LanguageModel::logits(const torch::Tensor& idx, KvCache* cache) {
+  if (language_plan().tp() || !first_stage() || !last_stage() || gathers())
+    throw std::logic_error(describe() + ": logits need the whole model on one rank, not sharded by ZeRO stage 3");
+  check_context(idx, cache);
+  auto x = run_blocks(embed(idx, cache ? cache->length : 0), cache, 0);
+  return dense(final_norm(x), head_weight()).to(torch::kFloat);
+}
+
+std::vector<std::string> LanguageModel::tied_parameters() const {
+  if (tied() && (first_stage() || last_stage())) return {embedding_name()};
+  return {};
+}
+
+double LanguageModel::weight_flops_per_item(const std::string& name) const {
+  if (name != embedding_name() || !tied()) return Model::weight_flops_per_item(name);
+  const auto& vc = shard(name).global_shape;
+  return 6.0 * static_cast<double>(vc[0]) * static_cast<double>(vc[1]);
+}
+
+double LanguageModel::residual_std() const {
+  return 0.02 / std::sqrt(2.0 * static_cast<double>(language_plan().n_layer()));
+}
+
+void LanguageModel::initialize(std::uint64_t seed) {
+  const LanguageModelPlan& plan = language_plan();
+  lm::initialize(
+      *this, [this](const std::string& n) { return shard(n); }, plan.tp_rank(), plan.tp_size(), seed,
+      [this](const std::string& name, torch::Tensor& full, at::Generator& gen) { fill(name, full, gen); });
 }
 
 }  // namespace gridtrain
@@ -114,30 +183,52 @@ torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, con
                                       valid_rows(spec, tp->rank(), tp->size()), *tp);
 }
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused) {
+const torch::Tensor& CausalMask::get(std::int64_t Tq, std::int64_t Tk, AttentionOffsets at, const torch::Device& device) {
+  if (mask_.defined() && Tq == tq_ && Tk == tk_ && at.query == at_.query && at.key == at_.key && mask_.device() == device)
+    return mask_;
+  // Key j is after query i when at.key + j > at.query + i.
+  const auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  const auto query = torch::arange(Tq, opts).add_(at.query).unsqueeze(1), key = torch::arange(Tk, opts).add_(at.key);
+  mask_ = key.unsqueeze(0) > query;  // (Tq, Tk)
+  tq_ = Tq, tk_ = Tk, at_ = at;
+  return mask_;
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
+                               AttentionOffsets at, CausalMask* masks) {
   const auto B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
-  if (Tq != Tk && Tq != 1)
-    throw std::invalid_argument("causal_attention: " + std::to_string(Tq) + " queries over " + std::to_string(Tk) +
-                                " keys; valid: as many, or one (a decoding step)");
-  const bool masked = Tq > 1;
-  if (fused)
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/masked,
+  if (at.key > at.query)
+    throw std::invalid_argument("causal_attention: keys from position " + std::to_string(at.key) +
+                                " leave the query at " + std::to_string(at.query) +
+                                " nothing to attend to; valid: key offset <= query offset");
+  const bool masked = at.key + Tk - 1 > at.query;  // some key lies after the first query
+  CausalMask local;
+  auto mask = [&]() -> const torch::Tensor& { return (masks ? *masks : local).get(Tq, Tk, at, q.device()); };
+  if (fused) {
+    // sdpa's is_causal is the aligned case (query i sees keys 0..i); other offsets pass the mask.
+    const bool aligned = at.query == at.key && Tq == Tk;
+    std::optional<torch::Tensor> attend;  // sdpa's boolean mask: true where a key takes part
+    if (masked && !aligned) attend = mask().logical_not();
+    return at::scaled_dot_product_attention(q, k, v, attend,
+                                            /*dropout_p=*/0.0, /*is_causal=*/masked && aligned,
                                             /*scale=*/std::nullopt, /*enable_gqa=*/Hkv < H);
+  }
   auto expand = [&](const torch::Tensor& t) {  // (B, Hkv, Tk, D) -> (B, H, Tk, D)
     return Hkv == H ? t : t.unsqueeze(2).expand({B, Hkv, H / Hkv, Tk, D}).reshape({B, H, Tk, D});
   };
   // Scale q (B, H, Tq, D) rather than the scores (B, H, Tq, Tk), and mask in place: two fewer
   // passes over the largest activation (matmul's backward needs q and k, not its output).
   auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), expand(k).transpose(-2, -1));
-  if (masked)
-    att.masked_fill_(torch::ones({Tq, Tk}, q.options().dtype(torch::kBool)).triu(1),
-                     -std::numeric_limits<float>::infinity());
+  if (masked) att.masked_fill_(mask(), -std::numeric_limits<float>::infinity());
   return torch::matmul(torch::softmax(att, -1), expand(v));
 }
 
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
-                             Recompute recompute) {
-  auto core = [fused](const std::vector<torch::Tensor>& t) { return causal_attention(t[0], t[1], t[2], fused); };
+                             Recompute recompute, const CacheSlot& slot) {
+  const AttentionOffsets at{slot.offset(), 0};
+  auto core = [fused, at, mask = slot.mask](const std::vector<torch::Tensor>& t) {
+    return causal_attention(t[0], t[1], t[2], fused, at, mask);
+  };
   return recompute == Recompute::Selective ? recomputed(core, {q, k, v}) : core({q, k, v});
 }
 

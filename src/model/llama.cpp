@@ -67,7 +67,7 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, 
   auto k = rotate(heads(qkv[1], n_kv_head_), rope, slot.offset());  // (B, Hkv/tp, T, D)
   auto v = heads(qkv[2], n_kv_head_);
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
-  auto y = lm::attention_core(q, keys, values, fused_, recompute_).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
+  auto y = lm::attention_core(q, keys, values, fused_, recompute_, slot).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
   return region_.row(dense(y, o_proj_->weight));  // row-parallel: partial sums over this rank's heads
 }
 
@@ -82,7 +82,7 @@ torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
   return region_.row(dense(torch::silu(in[0]) * in[1], down_proj_->weight));
 }
 
-LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region) {
+LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope) : rope_(rope) {
   auto rms_norm = [&] { return std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, region); };
   input_layernorm_ = register_module("input_layernorm", rms_norm());
   self_attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(s, region));
@@ -90,8 +90,8 @@ LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region) {
   mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s, region));
 }
 
-torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
-  auto y = x + self_attn_->forward(input_layernorm_->forward(x), rope, slot);
+torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
+  auto y = x + self_attn_->forward(input_layernorm_->forward(x), rope_, slot);
   return y + mlp_->forward(post_attention_layernorm_->forward(y));
 }
 
@@ -143,7 +143,7 @@ LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int el
           b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0};
 }
 
-Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) {
+Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBlocks), plan_(s, layout) {
   auto tables = rope_tables(s);  // buffers, so that module->to(device) moves them
   rope_ = {register_buffer("rope_cos", tables.cos), register_buffer("rope_sin", tables.sin)};
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
@@ -152,14 +152,8 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) 
     embed_tokens_ = model->register_module("embed_tokens", torch::nn::Embedding(rows, s.n_embd));
   }
   // Named by global layer index (no dots allowed in module names, so layers is a plain module).
-  auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
-  for (const auto& chunk : plan_.chunks()) {
-    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
-      layers_.push_back(std::make_shared<LlamaBlock>(s, plan_.region()));
-      layers->register_module(std::to_string(i), layers_.back());
-    }
-    chunk_end_.push_back(layers_.size());
-  }
+  add_blocks(*model->register_module("layers", std::make_shared<torch::nn::Module>()),
+             [&](std::int64_t) { return std::make_shared<LlamaBlock>(s, plan_.region(), rope_); });
   if (!last_stage()) return;
   norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, plan_.region()));
   if (!s.tie_embeddings) {
@@ -168,20 +162,9 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : plan_(s, layout) 
   }
 }
 
-std::vector<std::string> Llama::tied_parameters() const {
-  if (shape().tie_embeddings && (first_stage() || last_stage())) return {"model.embed_tokens.weight"};
-  return {};
-}
-
 TensorClass Llama::tensor_class(const std::string& name) const {
   if (name == "model.embed_tokens.weight") return TensorClass::Embedding;
   return name == "lm_head.weight" ? TensorClass::Head : Model::tensor_class(name);
-}
-
-double Llama::weight_flops_per_item(const std::string& name) const {
-  if (name != "model.embed_tokens.weight" || !shape().tie_embeddings) return Model::weight_flops_per_item(name);
-  const auto& vc = shard(name).global_shape;
-  return 6.0 * static_cast<double>(vc[0]) * static_cast<double>(vc[1]);
 }
 
 std::string Llama::describe() const {
@@ -192,68 +175,26 @@ std::string Llama::describe() const {
 }
 
 int Llama::unit_of(const std::string& name) const {
-  const int last = kBlocks + static_cast<int>(layers_.size());
   if (name == "model.embed_tokens.weight") return kEmbed;
-  if (name == "model.norm.weight" || name == "lm_head.weight") return last;
-  if (name.starts_with("model.layers."))
-    return kBlocks + plan_.local_layer(std::stoi(name.substr(13)));
+  if (name == "model.norm.weight" || name == "lm_head.weight") return head_unit();
+  if (name.starts_with("model.layers.")) return block_unit(std::stoi(name.substr(13)));
   throw std::invalid_argument("Llama has no parameter " + name);
 }
 
-torch::Tensor& Llama::head_weight() { return shape().tie_embeddings ? embed_tokens_->weight : lm_head_->weight; }
-
-torch::Tensor Llama::run_blocks(torch::Tensor x, KvCache* cache, int chunk) {
-  const auto c = static_cast<std::size_t>(chunk);
-  for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
-    const int unit = kBlocks + static_cast<int>(i);
-    gather(unit);
-    const lm::CacheSlot slot{cache, i, shape().block_size};
-    auto block = [b = layers_[i], this, slot](const torch::Tensor& in) { return b->forward(in, rope_, slot); };
-    x = release(unit, lm::block_forward(block, x, *layers_[i], cache ? Recompute::None : shape().recompute));
-  }
-  if (cache) cache->length += x.size(1);
-  return x;
-}
-
-torch::Tensor Llama::stage_forward(const torch::Tensor& input, int chunk) {
-  if (!first_stage() || chunk > 0) return run_blocks(input, nullptr, chunk);
+torch::Tensor Llama::embed(const torch::Tensor& idx, std::int64_t) {
   gather(kEmbed);
   // One stage with a tied head: the head uses the embedding again, so it stays gathered.
-  auto x = release(kEmbed, lm::embed(input, embed_tokens_->weight, plan_.region()),
-                   /*keep=*/last_stage() && shape().tie_embeddings);  // (B, T, C)
-  return run_blocks(x);
+  return release(kEmbed, lm::embed(idx, embed_tokens_->weight, plan_.region()),
+                 /*keep=*/last_stage() && tied());  // (B, T, C)
 }
 
-torch::Tensor Llama::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
-  const int last = kBlocks + static_cast<int>(layers_.size());
-  const bool tied = shape().tie_embeddings;
-  gather(last);
-  if (tied) gather(kEmbed);
-  auto loss = lm::head_loss(norm_->forward(hidden), head_weight(), targets, shard(plan_.head_name()), plan_.region());
-  loss = release(last, loss);
-  return tied ? release(kEmbed, loss) : loss;
-}
-
-torch::Tensor Llama::logits(const torch::Tensor& idx, KvCache* cache) {
-  if (plan_.tp() || !first_stage() || !last_stage() || gathers())
-    throw std::logic_error("Llama::logits needs the whole model on one rank, not sharded by ZeRO stage 3");
-  check_context(idx, cache);
-  auto x = run_blocks(lm::embed(idx, embed_tokens_->weight, {}), cache);
-  return dense(norm_->forward(x), head_weight()).to(torch::kFloat);
-}
-
-void Llama::initialize(std::uint64_t seed) {
-  const double std_residual = 0.02 / std::sqrt(2.0 * shape().n_layer);
-  auto fill = [&](const std::string& name, torch::Tensor& full, at::Generator& gen) {
-    if (ends_with(name, "norm.weight")) {
-      full.fill_(1.0);
-    } else {
-      const bool residual = ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight");
-      full.normal_(0.0, residual ? std_residual : 0.02, gen);
-    }
-  };
-  lm::initialize(
-      *this, [this](const std::string& n) { return shard(n); }, plan_.tp_rank(), plan_.tp_size(), seed, fill);
+void Llama::fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const {
+  if (ends_with(name, "norm.weight")) {
+    full.fill_(1.0);
+  } else {
+    const bool residual = ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight");
+    full.normal_(0.0, residual ? residual_std() : 0.02, gen);
+  }
 }
 
 }  // namespace gridtrain

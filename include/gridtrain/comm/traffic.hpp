@@ -34,7 +34,7 @@ class StepTraffic {
 
  private:
   Bytes counters() const {
-    Bytes b(columns_.size());
+    auto b = Bytes(columns_.size());
     for (std::size_t c = 0; c < columns_.size(); ++c)
       for (const Axis* a : columns_[c]) b[c] += a->bytes_sent();
     return b;

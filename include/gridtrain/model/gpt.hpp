@@ -75,10 +75,10 @@ class Mlp : public torch::nn::Module {
   torch::nn::Linear c_fc_{nullptr}, c_proj_{nullptr};
 };
 
-class Block : public torch::nn::Module {
+class Block : public lm::DecoderBlock {
  public:
   Block(const GptShape& s, const TpRegion& region);
-  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C), or (B, T/t, C) with SP
+  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot) override;  // (B, T, C) -> (B, T, C), or (B, T/t, C) with SP
 
  private:
   TpRegion region_;
@@ -90,19 +90,9 @@ class Block : public torch::nn::Module {
 class Gpt : public LanguageModel {
  public:
   explicit Gpt(const GptShape& s, const ModelLayout& layout = {});
-  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) override;
-  torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
-  /// wte on the first stage and on the last (the output head's copy).
-  std::vector<std::string> tied_parameters() const override;
   std::string describe() const override;
-  /// {tensor_class, weight_flops_per_item}: wte and wpe are embeddings, wte also the output head
-  /// (tied): 6·V·C FLOPs per token.
+  /// wte and wpe are embeddings; wte is also the output head (tied).
   TensorClass tensor_class(const std::string& name) const override;
-  double weight_flops_per_item(const std::string& name) const override;
-  /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
-  /// biases 0, LayerNorm weight 1; each tensor drawn whole (global shape) from its own generator
-  /// seeded by splitmix64(seed, fnv1a(name)), then this rank's shard taken.
-  void initialize(std::uint64_t seed) override;
   /// wte 0, wpe 1, block i of this stage 2 + i, ln_f 2 + layers: the tied head gathers wte
   /// (unit 0) with ln_f, and with one stage keeps it gathered from the embedding on.
   int unit_of(const std::string& name) const override;
@@ -110,16 +100,19 @@ class Gpt : public LanguageModel {
 
  private:
   static constexpr int kWte = 0, kWpe = 1, kBlocks = 2;  // units (unit_of); ln_f after the blocks
-  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset = 0);  // (B, T) at positions offset.. -> (B, T, C) (SP: (B, T/t, C))
-  // The blocks of `chunk`: (B, T, C) -> (B, T, C) (SP: (B, T/t, C)).
-  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr, int chunk = 0);
   const LanguageModelPlan& language_plan() const override { return plan_; }
-  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset) override;  // wte + wpe at positions offset..
+  torch::Tensor final_norm(const torch::Tensor& x) override;                     // ln_f
+  torch::Tensor& head_weight() override { return wte_->weight; }
+  std::string head_name() const override { return "wte.weight"; }
+  bool tied() const override { return true; }
+  std::string embedding_name() const override { return "wte.weight"; }
+  /// GPT-2 init: weights ~ N(0, 0.02), residual projections (c_proj) ~ N(0, 0.02/sqrt(2·L)),
+  /// biases 0, LayerNorm weight 1.
+  void fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const override;
 
   GptPlan plan_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
-  std::vector<std::shared_ptr<Block>> h_;  // this rank's blocks, chunk after chunk
-  std::vector<std::size_t> chunk_end_;     // h_[chunk_end_[c − 1], chunk_end_[c]) are chunk c's
   torch::nn::LayerNorm ln_f_{nullptr};
 };
 

@@ -1,8 +1,9 @@
-// What the decoder-only language models (gpt, llama) share: their plans' layout and shapes and
-// their models' windows and losses (LanguageModelPlan, LanguageModel), the vocabulary-parallel
-// token embedding and output head with its fp32 cross-entropy, causal attention and the KV
-// cache, and the layout-independent initialization (each tensor drawn whole from its own
-// generator).
+// What the decoder-only language models (gpt, llama) share: their plans' layout and shapes
+// (LanguageModelPlan), the decoder scaffolding (LanguageModel: the blocks of each pipeline chunk,
+// the stage forward, the head's loss and logits, the tied embedding, ZeRO stage 3's units,
+// initialization), the vocabulary-parallel token embedding and output head with its fp32
+// cross-entropy, causal attention at any query/key offsets with its cached mask, and the KV cache.
+// A family supplies its blocks (lm::DecoderBlock), its embedding, final norm and head, and names.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -59,6 +60,8 @@ class LanguageModelPlan : public ModelPlan {
     return {micro_batch, block_size_ / sequence_split(), n_embd_};
   }
   Recompute recompute() const { return recompute_; }
+  std::int64_t block_size() const { return block_size_; }  ///< T, the context
+  std::int64_t n_layer() const { return n_layer_; }         ///< L, the whole model's layers
   /// Korthikanti et al. 2022, Table 2, per layer and micro-batch in flight: none keeps
   /// layer_activations() whole; selective all but the attention scores (rebuilt for one layer at
   /// a time in backward); full only the block's input b·T·C (/t with sequence parallelism; and
@@ -87,26 +90,6 @@ class LanguageModelPlan : public ModelPlan {
   Recompute recompute_;
 };
 
-/// A decoder-only language model: windows split into ids and next ids, the mean or summed
-/// per-token cross-entropy of its head.
-class LanguageModel : public Model {
- public:
-  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
-  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
-  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
-  bool first_stage() const override { return language_plan().first_stage(); }
-  bool last_stage() const override { return language_plan().last_stage(); }
-  ShardSpec shard(const std::string& name) const override { return language_plan().shard(name); }
-  const ModelPlan& plan() const override { return language_plan(); }
-
- protected:
-  virtual const LanguageModelPlan& language_plan() const = 0;
-  /// Throws std::invalid_argument when idx (B, T) after cache's positions runs past the context.
-  void check_context(const torch::Tensor& idx, const KvCache* cache) const;
-  /// The last stage's output (B, T, C) → the per-token loss (B·T,) fp32, nats.
-  virtual torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
-};
-
 }  // namespace gridtrain
 
 namespace gridtrain::lm {
@@ -123,32 +106,63 @@ torch::Tensor embed(const torch::Tensor& idx, const torch::Tensor& weight, const
 torch::Tensor head_loss(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& targets,
                         const ShardSpec& spec, const TpRegion& region);
 
-/// Causal attention of q (B, H, Tq, D) over k, v (B, Hkv, Tk, D) (grouped-query where Hkv < H:
-/// query head h reads key/value head h / (H/Hkv)), softmax(q kᵀ / sqrt(D)) v, → (B, H, Tq, D).
-/// Query i sits at position Tk − Tq + i: with Tq = Tk the causal mask, with Tq = 1 (a decoding step
-/// after a KV cache) none. fused: at::scaled_dot_product_attention; else the written-out math.
-/// Throws std::invalid_argument for another Tq.
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused);
+/// Where a causal attention's queries and keys sit: query i at position query + i, key j at
+/// key + j; a query attends to the keys at or before its position.
+struct AttentionOffsets {
+  std::int64_t query = 0, key = 0;
+};
 
-/// causal_attention; with recompute = selective it keeps only q, k, v for backward and computes
-/// its scores and softmax again there (Korthikanti et al. 2022, §5).
+/// The written-out attention's boolean mask (Tq, Tk), true where a key is after its query, kept
+/// for the next call with the same sizes, offsets and device (one per model: every layer of a
+/// forward asks for the same one).
+class CausalMask {
+ public:
+  const torch::Tensor& get(std::int64_t Tq, std::int64_t Tk, AttentionOffsets at, const torch::Device& device);
+
+ private:
+  torch::Tensor mask_;
+  std::int64_t tq_ = -1, tk_ = -1;
+  AttentionOffsets at_{};
+};
+
+/// Causal attention of q (B, H, Tq, D) over k, v (B, Hkv, Tk, D) (grouped-query where Hkv < H:
+/// query head h reads key/value head h / (H/Hkv)), softmax(q kᵀ / sqrt(D)) v, → (B, H, Tq, D),
+/// at offsets `at` (training: 0, 0; a decoding step after a KV cache of n positions: n, 0; a
+/// context-parallel chunk: its queries' first position and its keys'). fused:
+/// at::scaled_dot_product_attention; else the written-out math, its mask from `masks` (null:
+/// built for this call). Throws std::invalid_argument when a query would see no key (the keys
+/// start after it).
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
+                               AttentionOffsets at = {}, CausalMask* masks = nullptr);
+
+/// Where one layer's attention keeps its keys and values while decoding (cache null: training,
+/// validation and uncached logits), and the model's cached causal mask.
+struct CacheSlot {
+  KvCache* cache = nullptr;
+  std::size_t layer = 0;       ///< the layer's index on this rank
+  std::int64_t capacity = 0;   ///< the context length T
+  CausalMask* mask = nullptr;  ///< the model's (LanguageModel); null: built per call
+  std::int64_t offset() const { return cache ? cache->length : 0; }  ///< position of the first new token
+};
+
+/// causal_attention of a block's q, k, v at the slot's positions (queries from slot.offset(),
+/// keys from 0); with recompute = selective it keeps only q, k, v for backward and computes its
+/// scores and softmax again there (Korthikanti et al. 2022, §5).
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
-                             Recompute recompute);
+                             Recompute recompute, const CacheSlot& slot);
+
+/// One transformer block of a decoder: x (B, T, C) → (B, T, C) (with sequence parallelism this
+/// rank's slice (B, T/t, C)), its attention at the slot's positions.
+class DecoderBlock : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x, const CacheSlot& slot) = 0;
+};
 
 /// forward(x) of a transformer block, x (B, T, C) → (B, T, C); with recompute = full the block
 /// keeps only x for backward and runs forward again there (Megatron's full recomputation; its
 /// parameters, block's, get their gradients as without it).
 torch::Tensor block_forward(const std::function<torch::Tensor(const torch::Tensor&)>& forward, const torch::Tensor& x,
                             const torch::nn::Module& block, Recompute recompute);
-
-/// Where one layer's attention keeps its keys and values while decoding (cache null: training,
-/// validation and uncached logits).
-struct CacheSlot {
-  KvCache* cache = nullptr;
-  std::size_t layer = 0;      ///< the layer's index on this rank
-  std::int64_t capacity = 0;  ///< the context length T
-  std::int64_t offset() const { return cache ? cache->length : 0; }  ///< position of the first new token
-};
 
 /// k, v (B, Hkv, T, D) written at positions [offset, +T) of the slot's layer (its cache allocated
 /// for `capacity` positions on first use, so that a decoding step copies its own position only);
@@ -169,3 +183,74 @@ void initialize(torch::nn::Module& m, const std::function<ShardSpec(const std::s
 bool ends_with(const std::string& s, const std::string& suffix);
 
 }  // namespace gridtrain::lm
+
+namespace gridtrain {
+
+/// A decoder-only language model: windows split into ids and next ids, the mean or summed
+/// per-token cross-entropy of its head; the blocks of this rank's chunks and ZeRO stage 3's units:
+/// the embedding's (unit 0 up to first_block_unit), block i's (first_block_unit + i), the final
+/// norm's with the head (last).
+class LanguageModel : public Model {
+ public:
+  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
+  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
+  bool first_stage() const override { return language_plan().first_stage(); }
+  bool last_stage() const override { return language_plan().last_stage(); }
+  ShardSpec shard(const std::string& name) const override { return language_plan().shard(name); }
+  const ModelPlan& plan() const override { return language_plan(); }
+  /// The first stage embeds ids (B, T) before chunk 0; → (B, T, C) (SP: (B, T/t, C)).
+  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) final;
+  /// Throws std::logic_error unless the whole model is on this rank (no tp, one stage, no ZeRO
+  /// stage 3), std::invalid_argument past the context.
+  torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) final;
+  /// The tied embedding on the first stage and on the last (the head's copy); untied: none.
+  std::vector<std::string> tied_parameters() const final;
+  /// A tied embedding is also the head: 6·V·C FLOPs per token.
+  double weight_flops_per_item(const std::string& name) const final;
+  /// Each tensor drawn whole (global shape) from its own generator seeded by splitmix64(seed,
+  /// fnv1a(name)) and filled by the family's fill(), then this rank's shard taken.
+  void initialize(std::uint64_t seed) final;
+
+ protected:
+  /// first_block_unit: ZeRO stage 3 units before the blocks (the embeddings').
+  explicit LanguageModel(int first_block_unit) : first_block_unit_(first_block_unit) {}
+  virtual const LanguageModelPlan& language_plan() const = 0;
+  /// Registers this rank's blocks, chunk after chunk, on `parent` under their global layer index
+  /// (make(i) builds layer i).
+  void add_blocks(torch::nn::Module& parent, const std::function<std::shared_ptr<lm::DecoderBlock>(std::int64_t)>& make);
+  /// The unit of this rank's block `layer` (a global index), and of the final norm with the head.
+  int block_unit(std::int64_t layer) const { return first_block_unit_ + language_plan().local_layer(layer); }
+  int head_unit() const { return first_block_unit_ + static_cast<int>(blocks_.size()); }
+  /// The GPT-2 scaling of the residual projections' init: 0.02 / sqrt(2·L).
+  double residual_std() const;
+
+  // The family's parts.
+  /// ids (B, T) at positions offset.. → (B, T, C) (SP: (B, T/t, C)), gathering what it needs.
+  virtual torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset) = 0;
+  /// The final norm of the last stage's output (B, T, C) (SP: this rank's slice).
+  virtual torch::Tensor final_norm(const torch::Tensor& x) = 0;
+  /// The output head's weight (V or V/tp padded rows × C) and its parameter's name.
+  virtual torch::Tensor& head_weight() = 0;
+  virtual std::string head_name() const = 0;
+  /// Whether the head is the token embedding (tied), and the embedding's parameter name.
+  virtual bool tied() const = 0;
+  virtual std::string embedding_name() const = 0;
+  /// Fills parameter `name`'s global tensor (fp32) for initialize().
+  virtual void fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const = 0;
+
+ private:
+  /// The blocks of `chunk`: (B, T, C) → (B, T, C) (SP: (B, T/t, C)); with a cache, advances it.
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache, int chunk);
+  /// The last stage's output (B, T, C) → the per-token loss (B·T,) fp32, nats.
+  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);
+  /// Throws std::invalid_argument when idx (B, T) after cache's positions runs past the context.
+  void check_context(const torch::Tensor& idx, const KvCache* cache) const;
+
+  int first_block_unit_;
+  std::vector<std::shared_ptr<lm::DecoderBlock>> blocks_;  // this rank's, chunk after chunk
+  std::vector<std::size_t> chunk_end_;  // blocks_[chunk_end_[c − 1], chunk_end_[c]) are chunk c's
+  lm::CausalMask mask_;  // the written-out attention's, shared by the blocks
+};
+
+}  // namespace gridtrain

@@ -104,12 +104,14 @@ class LlamaMlp : public torch::nn::Module {
   torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
 };
 
-class LlamaBlock : public torch::nn::Module {
+class LlamaBlock : public lm::DecoderBlock {
  public:
-  LlamaBlock(const LlamaShape& s, const TpRegion& region);
-  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot = {});  // (B, T, C) -> (B, T, C)
+  /// rope: the model's rotary tables, which outlive the block.
+  LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope);
+  torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot) override;  // (B, T, C) -> (B, T, C)
 
  private:
+  const Rope& rope_;
   std::shared_ptr<RmsNorm> input_layernorm_, post_attention_layernorm_;
   std::shared_ptr<LlamaAttention> self_attn_;
   std::shared_ptr<LlamaMlp> mlp_;
@@ -118,19 +120,9 @@ class LlamaBlock : public torch::nn::Module {
 class Llama : public LanguageModel {
  public:
   explicit Llama(const LlamaShape& s, const ModelLayout& layout = {});
-  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) override;
-  torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) override;
-  /// Tied: the embedding on the first stage and on the last (the head's copy); untied: none.
-  std::vector<std::string> tied_parameters() const override;
   std::string describe() const override;
-  /// {tensor_class, weight_flops_per_item}: model.embed_tokens is an embedding (6·V·C FLOPs per
-  /// token when it is also the head), lm_head the head.
+  /// model.embed_tokens is an embedding, lm_head the head.
   TensorClass tensor_class(const std::string& name) const override;
-  double weight_flops_per_item(const std::string& name) const override;
-  /// Weights ~ N(0, 0.02) (transformers' initializer_range), the residual projections o_proj and
-  /// down_proj ~ N(0, 0.02/sqrt(2·L)) (GPT-2's scaling), RMSNorm weights 1; each tensor drawn whole
-  /// from its own generator seeded by (seed, name), then this rank's shard taken.
-  void initialize(std::uint64_t seed) override;
   /// embedding 0, block i of this stage 1 + i, model.norm with lm_head 1 + layers; the tied head
   /// gathers the embedding (unit 0) with the norm.
   int unit_of(const std::string& name) const override;
@@ -138,16 +130,20 @@ class Llama : public LanguageModel {
 
  private:
   static constexpr int kEmbed = 0, kBlocks = 1;  // units (unit_of); model.norm and lm_head after the blocks
-  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache = nullptr, int chunk = 0);  // chunk's blocks: (B, T, C) -> (B, T, C)
   const LanguageModelPlan& language_plan() const override { return plan_; }
-  torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) override;
-  torch::Tensor& head_weight();
+  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset) override;  // positions are the blocks' (rope)
+  torch::Tensor final_norm(const torch::Tensor& x) override { return norm_->forward(x); }
+  torch::Tensor& head_weight() override { return tied() ? embed_tokens_->weight : lm_head_->weight; }
+  std::string head_name() const override { return plan_.head_name(); }
+  bool tied() const override { return shape().tie_embeddings; }
+  std::string embedding_name() const override { return "model.embed_tokens.weight"; }
+  /// Weights ~ N(0, 0.02) (transformers' initializer_range), the residual projections o_proj and
+  /// down_proj ~ N(0, 0.02/sqrt(2·L)) (GPT-2's scaling), RMSNorm weights 1.
+  void fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const override;
 
   LlamaPlan plan_;
   Rope rope_;  // (block_size, D), buffers
   torch::nn::Embedding embed_tokens_{nullptr};
-  std::vector<std::shared_ptr<LlamaBlock>> layers_;  // this rank's blocks, chunk after chunk
-  std::vector<std::size_t> chunk_end_;               // layers_[chunk_end_[c − 1], chunk_end_[c]) are chunk c's
   std::shared_ptr<RmsNorm> norm_;
   torch::nn::Linear lm_head_{nullptr};
 };
