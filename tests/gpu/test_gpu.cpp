@@ -131,7 +131,6 @@ TEST_CASE("nccl backend: 2-byte sums (bf16, fp16) equal the MPI backend's, which
 TEST_CASE("2-byte weights (bf16; fp16 with dynamic loss scaling) train on the GPU as fp32 weights do, within their "
           "rounding", "[gpu]") {
   const auto dir = test::shared_dir("gpu-weights");
-  Log quiet(false);
   auto config = [&](PrecisionType weights) {
     Config c = test::tiny(dir, 6, 4);
     c.train.device = DeviceKind::Cuda;
@@ -141,10 +140,10 @@ TEST_CASE("2-byte weights (bf16; fp16 with dynamic loss scaling) train on the GP
     c.optim.zero_stage = 1;
     return c;
   };
-  const auto want = Trainer(config(PrecisionType::Fp32), MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto want = test::quiet_run(config(PrecisionType::Fp32));
   for (auto weights : {PrecisionType::Bf16, PrecisionType::Fp16}) {
     CAPTURE(name_of(weights));
-    const auto got = Trainer(config(weights), MPI_COMM_WORLD, quiet, 1.0).run();
+    const auto got = test::quiet_run(config(weights));
     REQUIRE(got.losses.size() == want.losses.size());
     for (std::size_t s = 0; s < want.losses.size(); ++s) CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(2e-2));
   }
@@ -152,23 +151,22 @@ TEST_CASE("2-byte weights (bf16; fp16 with dynamic loss scaling) train on the GP
 
 TEST_CASE("training on the GPU follows the CPU run, and its checkpoint resumes on the CPU", "[gpu]") {
   const auto dir = test::shared_dir("gpu-train");
-  Log quiet(false);
   auto config = [&](DeviceKind device, int steps) {
     Config c = test::tiny(dir, steps, 4);
     c.train.device = device;
     return c;
   };
-  const auto cpu = Trainer(config(DeviceKind::Cpu, 6), MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto cpu = test::quiet_run(config(DeviceKind::Cpu, 6));
   Config gpu_cfg = config(DeviceKind::Cuda, 3);
   gpu_cfg.checkpoint.dir = dir + "/ckpt";
-  const auto gpu = Trainer(gpu_cfg, MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto gpu = test::quiet_run(gpu_cfg);
   REQUIRE(cpu.losses.size() == 6);
   REQUIRE(gpu.losses.size() == 3);
   for (int s = 0; s < 3; ++s) CHECK(gpu.losses[s] == Approx(cpu.losses[s]).epsilon(1e-4));  // other kernels
   Config resume = config(DeviceKind::Cpu, 6);
   resume.checkpoint.dir = gpu_cfg.checkpoint.dir;
   resume.checkpoint.resume = {Resume::Mode::Auto, ""};
-  const auto rest = Trainer(resume, MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto rest = test::quiet_run(resume);
   REQUIRE(rest.losses.size() == 3);
   for (int s = 3; s < 6; ++s) CHECK(rest.losses[s - 3] == Approx(cpu.losses[s]).epsilon(1e-3));
 }
@@ -180,7 +178,6 @@ TEST_CASE("no host synchronisation inside forward/backward and the optimizer ste
     CHECK_THROWS_AS(torch::ones({1}, kGpu).sum().item<float>(), c10::Error);
   }
   const auto dir = test::shared_dir("gpu-sync");
-  Log quiet(false);
   for (auto precision : {PrecisionType::Fp32, PrecisionType::Bf16}) {
     CAPTURE(name_of(precision));
     Config c = test::tiny(dir, 4, 4);
@@ -188,7 +185,7 @@ TEST_CASE("no host synchronisation inside forward/backward and the optimizer ste
     c.precision.type = precision;
     c.debug.sync_check = true;
     RunResult r;
-    REQUIRE_NOTHROW(r = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run());
+    REQUIRE_NOTHROW(r = test::quiet_run(c));
     CHECK(r.losses.size() == 4);
   }
 }

@@ -36,8 +36,7 @@ std::map<std::string, torch::Tensor> weights(Trainer& t) {
 
 // Every rank alone: the reference run, then the layout's checkpoint loaded onto one rank.
 void check_against_one_rank(const Config& layout_cfg, const RunResult& got, const Config& one_cfg) {
-  Log quiet(false);
-  Trainer one(one_cfg, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer one(one_cfg, MPI_COMM_SELF);
   const auto want = one.run();
   REQUIRE(got.losses.size() == want.losses.size());
   for (std::size_t s = 0; s < want.losses.size(); ++s) {
@@ -48,7 +47,7 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
   Config gathered = one_cfg;  // the layout's final state, gathered through its checkpoint
   gathered.checkpoint.dir = layout_cfg.checkpoint.dir;
   gathered.checkpoint.resume = {Resume::Mode::Auto, ""};
-  Trainer loaded(gathered, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer loaded(gathered, MPI_COMM_SELF);
   const auto a = weights(loaded), b = weights(one);
   REQUIRE(a.size() == b.size());
   for (const auto& [name, w] : b) {
@@ -71,7 +70,6 @@ struct LayoutCase {
 void check_layouts(const std::string& family, const std::string& name, const std::vector<LayoutCase>& cases) {
   CAPTURE(family);
   const auto dir = shared_dir(name + "-" + family);
-  Log quiet(false);
   for (const LayoutCase& k : cases) {
     CAPTURE(k.dp, k.tp, k.pp, k.zero, name_of(k.recompute), k.sequence_parallel, k.virtual_stages);
     auto config = [&](int dp, int tp, int pp) {
@@ -86,7 +84,7 @@ void check_layouts(const std::string& family, const std::string& name, const std
     if (k.virtual_stages > 1) c.train.schedule = PipelineSchedule::Interleaved, c.grid.virtual_stages = k.virtual_stages;
     c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k.dp) + std::to_string(k.tp) + std::to_string(k.pp) + "-zero" +
                        std::to_string(k.zero) + "-v" + std::to_string(k.virtual_stages);
-    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(c);
     const auto got = t.run();
     const auto T = c.model.block_size;
     if (k.sequence_parallel && t.model().first_stage() && k.zero == 0) {
@@ -105,13 +103,12 @@ TEST_CASE("every (dp, tp, pp) layout computes the one-rank run", "[np8]") {
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("layouts-" + family);
-  Log quiet(false);
   // (2,1,4) has 2 micro-batches for 4 stages: fewer micro-batches than stages.
   for (auto [dp, tp, pp] : {std::array{2, 2, 2}, {1, 2, 4}, {2, 1, 4}, {4, 2, 1}, {1, 8, 1}}) {
     CAPTURE(dp, tp, pp);
     Config c = model_3d(dir, 6, dp, tp, pp, family);
     c.checkpoint.dir = dir + "/ckpt-" + std::to_string(dp) + std::to_string(tp) + std::to_string(pp);
-    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(c);
     const auto got = t.run();
     // The dry run's count, made without building the model, is what this rank holds.
     const LaunchPlan plan = plan_launch(c, t.grid().shape().size());
@@ -161,14 +158,13 @@ TEST_CASE("sequence parallel under bf16 autocast trains as tensor parallelism al
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("sequence-parallel-bf16-" + family);
-  Log quiet(false);
   std::vector<RunResult> runs;
   for (bool sp : {false, true}) {
     Config c = model_3d(dir, 6, 1, 4, 1, family);
     c.precision.type = PrecisionType::Bf16;
     c.grid.sequence_parallel = sp;
     c.checkpoint.dir = dir + (sp ? "/ckpt-sp" : "/ckpt-tp");
-    runs.push_back(Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run());
+    runs.push_back(quiet_run(c));
   }
   // bf16 rounds the two orders of summation differently: agreement to bf16's precision.
   REQUIRE(runs[1].losses.size() == runs[0].losses.size());
@@ -179,11 +175,10 @@ TEST_CASE("a vocabulary that tp does not divide (257 over tp = 2) is padded and 
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("vocab257-" + family);
-  Log quiet(false);
   Config c = model_3d(dir, 4, 2, 2, 2, family);
   c.model.vocab_size = 257;
   c.checkpoint.dir = dir + "/ckpt";
-  const auto got = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto got = quiet_run(c);
   Config one = model_3d(dir, 4, 1, 1, 1, family);
   one.model.vocab_size = 257;
   check_against_one_rank(c, got, one);
@@ -193,17 +188,16 @@ TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training c
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("reshard3d-" + family);
-  Log quiet(false);
   Config first = model_3d(dir, 4, 2, 2, 2, family);
   first.checkpoint.dir = dir + "/ckpt";
-  Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+  quiet_run(first);
   Config second = model_3d(dir, 6, 4, 1, 2, family);
   second.checkpoint.dir = first.checkpoint.dir;
   second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer resumed(second);
   REQUIRE(resumed.start_step() == 4);
   const auto rest = resumed.run();
-  Trainer straight(model_3d(dir, 6, 1, 1, 1, family), MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer straight(model_3d(dir, 6, 1, 1, 1, family), MPI_COMM_SELF);
   const auto want = straight.run();
   REQUIRE(rest.losses.size() == 2);
   for (int s = 4; s < 6; ++s) CHECK(rel(rest.losses[s - 4], want.losses[s]) <= 1e-5);
@@ -212,7 +206,6 @@ TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training c
 TEST_CASE("2-byte weights: the fp32 masters saved at (2,2,2) with ZeRO 1 load at (4,1,2) with ZeRO 2, the same tensors",
           "[np8]") {
   const auto dir = shared_dir("reshard3d-bf16");
-  Log quiet(false);
   auto bf16 = [&](int steps, int dp, int tp, int pp, int zero) {
     Config c = model_3d(dir, steps, dp, tp, pp);
     c.precision.type = c.precision.weights = PrecisionType::Bf16;
@@ -221,17 +214,17 @@ TEST_CASE("2-byte weights: the fp32 masters saved at (2,2,2) with ZeRO 1 load at
   };
   Config first = bf16(4, 2, 2, 2, 1);
   first.checkpoint.dir = dir + "/ckpt";
-  Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+  quiet_run(first);
   const Resume file{Resume::Mode::Path, dir + "/ckpt/step-00000004.h5"};
   Config whole = bf16(6, 1, 1, 1, 0);  // the reference: every tensor whole, on each rank alone
   whole.checkpoint.resume = file;
-  Trainer one(whole, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer one(whole, MPI_COMM_SELF);
   std::map<std::string, torch::Tensor> want;
   for (const auto& m : one.masters()->masters()) want[m.name] = m.param;
   for (const auto& s : one.optimizer().state()) want[s.name] = s.param;
   Config next = bf16(6, 4, 1, 2, 2);
   next.checkpoint.resume = file;
-  Trainer resumed(next, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer resumed(next);
   REQUIRE(resumed.start_step() == 4);
   check_pieces(resumed.masters()->masters(), want);
   check_pieces(resumed.optimizer().state(), want);

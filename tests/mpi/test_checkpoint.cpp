@@ -21,8 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string load_error(const Config& c, MPI_Comm comm) {
-  Log quiet(false);
-  return test::error_of([&] { Trainer t(c, comm, quiet, 1.0); });
+  return test::error_of([&] { QuietTrainer t(c, comm); });
 }
 
 }  // namespace
@@ -33,11 +32,8 @@ TEST_CASE("resume is bit-exact, inside the warmup and at its end", "[np2]") {
   const auto dir = shared_dir("resume-" + family);
   for (int k : {2, 4}) {
     CAPTURE(k);
-    check_resume([&](int steps) {
-      Config c = as_family(tiny(dir, steps, 4), family);
-      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k);
-      return c;
-    }, k, 8);
+    check_resume(dir + "/ckpt-" + std::to_string(k), [&](int steps) { return as_family(tiny(dir, steps, 4), family); }, k,
+                 8);
   }
 }
 
@@ -45,7 +41,7 @@ TEST_CASE("resume is bit-exact with the interleaved schedule and with sequence p
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("resume-interleaved-" + family);
-  check_resume([&](int steps) {
+  check_resume(dir + "/ckpt", [&](int steps) {
     Config c = tiny(dir, steps, 8);
     c.model.n_layer = 4;
     c.model.n_head = 4;
@@ -54,28 +50,25 @@ TEST_CASE("resume is bit-exact with the interleaved schedule and with sequence p
     c.grid.sequence_parallel = true;
     c.train.schedule = PipelineSchedule::Interleaved;
     c.grid.virtual_stages = 2;
-    c.checkpoint.dir = dir + "/ckpt";
     return c;
   }, 3, 6);
 }
 
 TEST_CASE("resume with 1-bit Adam after its freeze is bit-exact (error feedback restored)", "[np2]") {
   const auto dir = shared_dir("resume-onebit");
-  check_resume([&](int steps) {
+  check_resume(dir + "/ckpt", [&](int steps) {
     Config c = tiny(dir, steps, 4);
     c.optim.type = OptimizerType::OnebitAdam;
     c.optim.freeze_step = 2;
-    c.checkpoint.dir = dir + "/ckpt";
     return c;
   }, 5, 8);
 }
 
 TEST_CASE("a checkpoint saved at dp = 4 loads at dp = 2 and dp = 1 and training continues", "[np4]") {
   const auto dir = shared_dir("reshard");
-  Log quiet(false);
   Config c = tiny(dir, 3, 8);
   c.checkpoint.dir = dir + "/ckpt";
-  Trainer dp4(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer dp4(c);
   dp4.run();
   const auto saved = snapshot(dp4);
   const std::string path = dir + "/ckpt/step-00000003.h5";
@@ -87,7 +80,7 @@ TEST_CASE("a checkpoint saved at dp = 4 loads at dp = 2 and dp = 1 and training 
   MPI_Comm half;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &half);
   if (rank < 2) {
-    Trainer dp2(c, half, quiet, 1.0);
+    QuietTrainer dp2(c, half);
     CHECK(dp2.grid().shape().dp == 2);
     CHECK(dp2.start_step() == 3);
     CHECK(bitwise_equal(snapshot(dp2), saved));
@@ -96,7 +89,7 @@ TEST_CASE("a checkpoint saved at dp = 4 loads at dp = 2 and dp = 1 and training 
   }
   MPI_Comm_free(&half);
   if (rank == 0) {
-    Trainer dp1(c, MPI_COMM_SELF, quiet, 1.0);
+    QuietTrainer dp1(c, MPI_COMM_SELF);
     CHECK(bitwise_equal(snapshot(dp1), saved));
     CHECK(dp1.optimizer().steps() == 3);
     CHECK(dp1.run().losses.size() == 2);
@@ -132,14 +125,13 @@ TEST_CASE("collective writes where some ranks own nothing read back exactly", "[
 
 TEST_CASE("async save writes the same file as sync save", "[np2]") {
   const auto dir = shared_dir("async");
-  Log quiet(false);
   for (bool async : {false, true}) {
     Config c = tiny(dir, 3, 4);
     c.checkpoint.dir = dir + (async ? "/async" : "/sync");
     c.checkpoint.async = async;
     c.checkpoint.interval = 1;
     c.checkpoint.keep_last = 2;
-    Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+    quiet_run(c);
   }
   if (world_rank() == 0) {
     for (const char* sub : {"/sync", "/async"}) {
@@ -169,10 +161,9 @@ TEST_CASE("async save writes the same file as sync save", "[np2]") {
 
 TEST_CASE("bad checkpoints give clear errors on every rank", "[np2]") {
   const auto dir = shared_dir("badckpt");
-  Log quiet(false);
   Config c = tiny(dir, 2, 4);
   c.checkpoint.dir = dir + "/ckpt";
-  Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  quiet_run(c);
   const std::string good = dir + "/ckpt/step-00000002.h5";
 
   c.checkpoint.dir = "none";
@@ -223,13 +214,12 @@ TEST_CASE("bad checkpoints give clear errors on every rank", "[np2]") {
 // and ffn_hidden rules compared as resolved; the checkpoint's values load.
 TEST_CASE("a checkpoint is loaded only by a deck that computes its model", "[np2]") {
   const auto dir = shared_dir("model-keys");
-  Log quiet(false);
   Config c = as_family(tiny(dir, 2, 4), "llama");
   c.model.norm_eps = 1e-6;
   c.model.rope_theta = 500000;
   c.model.n_kv_head = 0;  // = n_head
   c.checkpoint.dir = dir + "/ckpt";
-  Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  quiet_run(c);
   const std::string saved = dir + "/ckpt/step-00000002.h5";
   Config deck = as_family(tiny(dir, 2, 4), "llama");  // the shape keys only
   deck.model.n_kv_head = c.model.n_head;

@@ -70,13 +70,12 @@ Chance chance_on_test_images(const std::string& dir, const Config& c) {
 
 TEST_CASE("cnn at dp = 2 trains as one rank running the same micro-batches", "[np2]") {
   const auto dir = shared_image_dir("cnn-dp");
-  Log quiet(false);
   Config c = tiny_cnn(dir, 8, 8);  // micro-batch 4: dp 2 x 1, or 1 rank x accumulation 2
-  Trainer dp2(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer dp2(c);
   const RunResult r2 = dp2.run();
   check_replicas_agree(dp2);
   c.output.dir = dir + "/out-self-" + std::to_string(world_rank());
-  const RunResult r1 = Trainer(c, MPI_COMM_SELF, quiet, 1.0).run();
+  const RunResult r1 = quiet_run(c, MPI_COMM_SELF);
   REQUIRE(r1.losses.size() == 8);
   REQUIRE(r2.losses.size() == 8);
   for (std::size_t s = 0; s < r1.losses.size(); ++s) {
@@ -90,11 +89,10 @@ TEST_CASE("cnn at dp = 2 trains as one rank running the same micro-batches", "[n
 
 TEST_CASE("cnn under ZeRO stage 3 at dp = 2 trains as stage 0", "[np2]") {
   const auto dir = shared_image_dir("cnn-zero");
-  Log quiet(false);
   Config c = tiny_cnn(dir, 8, 8);
-  const RunResult base = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  const RunResult base = quiet_run(c);
   c.optim.zero_stage = 3;
-  const RunResult zero = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  const RunResult zero = quiet_run(c);
   REQUIRE(zero.losses.size() == base.losses.size());
   for (std::size_t s = 0; s < base.losses.size(); ++s) CHECK(zero.losses[s] == Approx(base.losses[s]).epsilon(1e-6));
   REQUIRE(zero.final_val_loss);
@@ -103,21 +101,19 @@ TEST_CASE("cnn under ZeRO stage 3 at dp = 2 trains as stage 0", "[np2]") {
 
 TEST_CASE("cnn resumes bit for bit, batch-norm running statistics included", "[np2]") {
   const auto dir = shared_image_dir("cnn-resume");
-  check_resume([&](int steps) {
+  check_resume(dir + "/ckpt", [&](int steps) {
     Config c = tiny_cnn(dir, steps, 8);
     c.data.random_crop = 2;
-    c.checkpoint.dir = dir + "/ckpt";
     return c;
   }, 4, 8);
 }
 
 TEST_CASE("cnn learns the synthetic classes well above chance", "[np2]") {
   const auto dir = shared_image_dir("cnn-learns");
-  Log quiet(false);
   Config c = tiny_cnn(dir, 40, 16);
   c.optim.lr = 3e-3;
   c.optim.decay_steps = 0;
-  const RunResult r = Trainer(c, MPI_COMM_WORLD, quiet, 1.0).run();
+  const RunResult r = quiet_run(c);
   REQUIRE(r.final_val_accuracy);
   REQUIRE(r.final_val_loss);
   const Chance chance = chance_on_test_images(dir, c);
@@ -134,26 +130,24 @@ TEST_CASE("cnn learns the synthetic classes well above chance", "[np2]") {
 
 TEST_CASE("cnn refuses tensor and pipeline parallelism by name", "[np2]") {
   const auto dir = shared_image_dir("cnn-tp");
-  Log quiet(false);
   for (const auto& [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}}) {
     Config c = tiny_cnn(dir, 2, 8);
     c.grid.tp = tp;
     c.grid.pp = pp;
-    CHECK_THROWS_WITH(Trainer(c, MPI_COMM_WORLD, quiet, 1.0),
+    CHECK_THROWS_WITH(QuietTrainer(c),
                       Catch::Contains("model.type = cnn is data parallel only") && Catch::Contains("grid.tp"));
   }
 }
 
 TEST_CASE("cnn: a skipped step leaves the batch-norm statistics as they were; bf16 trains", "[np2]") {
   const auto dir = shared_image_dir("cnn-skip");
-  Log quiet(false);
   Config c = tiny_cnn(dir, 2, 8);
-  Trainer two(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer two(c);
   two.run();
   c.train.steps = 3;
   c.debug.nonfinite = NonfiniteFault::Loss;  // step 3's loss is NaN on rank 0: every rank skips it
   c.debug.nonfinite_step = 3;
-  Trainer skipped(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer skipped(c);
   const RunResult r = skipped.run();
   REQUIRE(r.skipped == 1);
   CHECK(bitwise_equal(snapshot(skipped), snapshot(two)));  // parameters, optimizer and batch-norm state
@@ -167,8 +161,8 @@ TEST_CASE("cnn: a skipped step leaves the batch-norm statistics as they were; bf
   fp32.optim.decay_steps = 0;
   Config bf16 = fp32;
   bf16.precision.type = PrecisionType::Bf16;
-  const RunResult f = Trainer(fp32, MPI_COMM_WORLD, quiet, 1.0).run();
-  const RunResult b = Trainer(bf16, MPI_COMM_WORLD, quiet, 1.0).run();
+  const RunResult f = quiet_run(fp32);
+  const RunResult b = quiet_run(bf16);
   REQUIRE(f.final_val_accuracy);
   REQUIRE(b.final_val_accuracy);
   CHECK(std::isfinite(*b.final_val_loss));

@@ -57,16 +57,15 @@ TEST_CASE("2 dp ranks x micro-batch B == 1 rank x micro-batch 2B", "[np2]") {
   const std::string path =
       test::bcast(rank == 0 ? test::make_corpus(test::temp_dir("dp-eq-data"), 20000) : "", MPI_COMM_WORLD);
 
-  Log quiet(false);
   Config c = small_config(path);
   c.train.micro_batch = 4;
   c.train.global_batch = 8;
-  Trainer dp2(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer dp2(c);
   const RunResult r2 = dp2.run();
   const auto w2 = flat(dp2.model());
 
   c.train.micro_batch = 8;
-  Trainer dp1(c, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer dp1(c, MPI_COMM_SELF);
   const RunResult r1 = dp1.run();
 
   REQUIRE(r1.losses.size() == 5);
@@ -88,15 +87,14 @@ TEST_CASE("2 dp ranks x micro-batch B == 1 rank x micro-batch 2B", "[np2]") {
 TEST_CASE("gradient accumulation: micro-batch B with 2 accumulation steps == micro-batch 2B", "[np2]") {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  Log quiet(false);
   Config c = small_config(test::make_corpus(test::temp_dir("accum-data-" + std::to_string(rank)), 20000));
   c.train.micro_batch = 4;
   c.train.global_batch = 8;
-  Trainer accum(c, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer accum(c, MPI_COMM_SELF);
   REQUIRE(accum.accumulation() == 2);
   const auto ra = accum.run();
   c.train.micro_batch = 8;
-  Trainer whole(c, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer whole(c, MPI_COMM_SELF);
   const auto rw = whole.run();
   REQUIRE(ra.losses.size() == rw.losses.size());
   REQUIRE(!ra.losses.empty());
@@ -108,7 +106,6 @@ TEST_CASE("training with overlap on is bitwise identical to overlap off", "[np2]
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string path =
       test::bcast(rank == 0 ? test::make_corpus(test::temp_dir("overlap-data"), 20000) : "", MPI_COMM_WORLD);
-  Log quiet(false);
   Config c = small_config(path);
   c.train.micro_batch = 2;
   c.train.global_batch = 8;  // 2 accumulation micro-batches per rank
@@ -117,7 +114,7 @@ TEST_CASE("training with overlap on is bitwise identical to overlap off", "[np2]
   std::vector<std::vector<double>> losses;
   for (bool overlap : {false, true}) {
     c.comm.overlap = overlap;
-    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(c);
     losses.push_back(t.run().losses);
     weights.push_back(flat(t.model()));
   }

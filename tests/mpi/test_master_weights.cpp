@@ -36,8 +36,7 @@ std::map<std::string, torch::Tensor> fp32_state(Trainer& t) {
 // c trained from its initial weights rounded to bf16 (fp32 weights stay fp32 after): the run that
 // one bf16 rounding of the weights makes on this host's kernels.
 RunResult run_from_rounded(const Config& c) {
-  Log quiet(false);
-  Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer t(c);
   {
     torch::NoGradGuard no_grad;
     for (auto& p : t.model().parameters()) p.copy_(p.to(torch::kBFloat16));
@@ -70,10 +69,9 @@ std::vector<double> rounding_bounds(const RunResult& want, const RunResult& once
 TEST_CASE("2-byte weights: bf16 parameters and gradients, fp32 masters, state bytes as Rajbhandari et al. count them",
           "[np4]") {
   const auto dir = shared_dir("bf16-memory");
-  Log quiet(false);
   for (int stage : {0, 1, 2, 3}) {
     CAPTURE(stage);
-    Trainer t(bf16_config(dir, 2, stage), MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(bf16_config(dir, 2, stage));
     t.run();
     for (const auto& p : t.model().parameters()) CHECK(p.scalar_type() == torch::kBFloat16);
     CHECK(std::string(t.reducer().gradient_dtype()) == "bf16");
@@ -117,11 +115,7 @@ TEST_CASE("2-byte weights: resume is bit-exact at ZeRO 0, 1, 2 and 3", "[np2]") 
   const auto dir = shared_dir("bf16-resume-" + family);
   for (int stage : {0, 1, 2, 3}) {
     CAPTURE(stage);
-    check_resume([&](int steps) {
-      Config c = bf16_config(dir, steps, stage, family);
-      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
-      return c;
-    }, 4, 8);
+    check_resume(dir + "/ckpt-" + std::to_string(stage), [&](int steps) { return bf16_config(dir, steps, stage, family); }, 4, 8);
   }
 }
 
@@ -151,20 +145,15 @@ TEST_CASE("2-byte weights with 1-bit Adam: its compressed momentum exchange over
   CAPTURE(drop(want), drop(got));
   CHECK(drop(want) > 0);
   CHECK(drop(got) > drop(want) / 2);
-  check_resume([&](int steps) {
-    Config c = config(steps, PrecisionType::Bf16);
-    c.checkpoint.dir = dir + "/ckpt";
-    return c;
-  }, 5, 8);
+  check_resume(dir + "/ckpt", [&](int steps) { return config(steps, PrecisionType::Bf16); }, 5, 8);
 }
 
 TEST_CASE("2-byte weights: a checkpoint of fp32 masters from ZeRO 3 at dp = 4 loads at dp = 2 stage 1, and into fp32 "
           "weights on 1 rank, bit-exact", "[np4]") {
   const auto dir = shared_dir("bf16-reshard");
-  Log quiet(false);
   // The reference: the file loaded at stage 0 on dp = 4, whole masters and state on every rank.
   const Config load = save_at_stage3(dir, [&](int steps, int stage) { return bf16_config(dir, steps, stage); });
-  Trainer dp4(load, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer dp4(load);
   const auto whole = fp32_state(dp4);
   for (auto& p : dp4.model().named_parameters(true))  // each parameter is its master rounded to bf16
     CHECK(torch::equal(p.value(), whole.at(p.key()).to(torch::kBFloat16)));
@@ -174,7 +163,7 @@ TEST_CASE("2-byte weights: a checkpoint of fp32 masters from ZeRO 3 at dp = 4 lo
   if (rank < 2) {
     Config at = load;
     at.optim.zero_stage = 1;
-    Trainer dp2(at, half, quiet, 1.0);
+    QuietTrainer dp2(at, half);
     REQUIRE(dp2.grid().shape().dp == 2);
     // This rank's pieces of the masters and of the optimizer state are the whole tensors' elements
     // at their offsets.
@@ -186,7 +175,7 @@ TEST_CASE("2-byte weights: a checkpoint of fp32 masters from ZeRO 3 at dp = 4 lo
   if (rank == 0) {  // fp32 weights: the masters are the parameters
     Config fp32 = load;
     fp32.precision.weights = PrecisionType::Fp32;
-    Trainer one(fp32, MPI_COMM_SELF, quiet, 1.0);
+    QuietTrainer one(fp32, MPI_COMM_SELF);
     CHECK(one.masters() == nullptr);
     for (auto& p : one.model().named_parameters(true)) {
       CAPTURE(p.key());

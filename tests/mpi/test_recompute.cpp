@@ -15,8 +15,7 @@ namespace {
 
 // This rank's parameters after training c (made whole at ZeRO stage 3), with its run.
 std::pair<RunResult, std::vector<torch::Tensor>> train(const Config& c) {
-  Log quiet(false);
-  Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer t(c);
   auto r = t.run();
   WholeParameters whole(t.parameters());
   std::vector<torch::Tensor> w;

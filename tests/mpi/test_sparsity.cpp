@@ -52,8 +52,7 @@ std::map<std::string, torch::Tensor> masks_of(Trainer& t) {
 // On every rank alone: the one-rank run, and the layout's final state gathered from its
 // checkpoint. The same losses and norms, the same masks bit for bit, the same weights.
 void check_sparse_layout(const Config& layout, const RunResult& got, const Config& one) {
-  Log quiet(false);
-  Trainer ref(one, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer ref(one, MPI_COMM_SELF);
   const auto want = ref.run();
   REQUIRE(got.losses.size() == want.losses.size());
   for (std::size_t s = 0; s < want.losses.size(); ++s) {
@@ -64,7 +63,7 @@ void check_sparse_layout(const Config& layout, const RunResult& got, const Confi
   Config gathered = one;
   gathered.checkpoint.dir = layout.checkpoint.dir;
   gathered.checkpoint.resume = {Resume::Mode::Auto, ""};
-  Trainer loaded(gathered, MPI_COMM_SELF, quiet, 1.0);
+  QuietTrainer loaded(gathered, MPI_COMM_SELF);
   const auto a = masks_of(loaded), b = masks_of(ref);
   REQUIRE(a.size() == b.size());
   REQUIRE(!b.empty());
@@ -127,16 +126,13 @@ TEST_CASE("sparse training resumes bit for bit, masks included, at ZeRO 0 and 2 
   const auto dir = shared_dir("sparse-resume-" + name), images = shared_image_dir("sparse-resume-cnn-" + name);
   for (int zero : {0, 2}) {
     CAPTURE(name, zero);
-    check_resume([&](int steps) {  // resumed at step 4, a mask update
-      Config c = sparse_lm(dir, steps, method, 2, 1, 1, zero);
-      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(zero);
-      return c;
+    check_resume(dir + "/ckpt-" + std::to_string(zero), [&](int steps) {  // resumed at step 4, a mask update
+      return sparse_lm(dir, steps, method, 2, 1, 1, zero);
     }, 4, 8);
   }
-  check_resume([&](int steps) {
+  check_resume(images + "/ckpt", [&](int steps) {
     Config c = tiny_cnn(images, steps, 8);
     c.sparsity = sparse_lm(dir, steps, method, 2, 1, 1, 0).sparsity;
-    c.checkpoint.dir = images + "/ckpt";
     return c;
   }, 3, 8);
 }
@@ -144,7 +140,6 @@ TEST_CASE("sparse training resumes bit for bit, masks included, at ZeRO 0 and 2 
 TEST_CASE("masks hold: masked weights and optimizer state are zero, the report counts the target, rigl regrows",
           "[np2]") {
   const auto dir = shared_image_dir("sparse-masks");
-  Log quiet(false);
   auto config = [&](int steps, SparsityMethod method, int zero) {
     Config c = tiny_cnn(dir, steps, 8);
     c.optim.zero_stage = zero;
@@ -155,7 +150,7 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
   };
   for (int zero : {0, 1}) {
     CAPTURE(zero);
-    Trainer t(config(7, SparsityMethod::Set, zero), MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(config(7, SparsityMethod::Set, zero));
     t.run();
     const SparsityReport r = test::sparsity(t)->report();
     CHECK(r.sparsified == Approx(0.8).margin(1e-3));  // each tensor's k rounded to a whole element
@@ -184,7 +179,7 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
   // rigl: the masks after step 3 (update at 2: half dropped and regrown) differ from those after
   // step 1 (the initial pruning), by at most the regrown count twice; gmp is dense before start.
   auto masks_after = [&](int steps, SparsityMethod method) {
-    Trainer t(config(steps, method, 0), MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(config(steps, method, 0));
     t.run();
     return masks_of(t);
   };
@@ -196,19 +191,19 @@ TEST_CASE("masks hold: masked weights and optimizer state are zero, the report c
   // RigL's FLOPs over its 7 steps: step 0 ran dense (pruned after it), steps 1-6 at density 0.2, and
   // its regrowing updates (after steps 2 and 4; not the first, not at the end) computed the dense
   // weight gradient: 2 f_S + f_D instead of 3 f_S.
-  Trainer rigl(config(7, SparsityMethod::Rigl, 0), MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer rigl(config(7, SparsityMethod::Rigl, 0));
   rigl.run();
   const SparsityReport r = test::sparsity(rigl)->report();
   CHECK(r.mean_layer_flops_per_item ==
         Approx((1.0 + 6 * 0.2 + 2 * 0.8 / 3.0) / 7.0 * r.layer_dense_flops_per_item).epsilon(1e-12));
   Config late = config(3, SparsityMethod::Gmp, 0);
   late.sparsity.start = 4;
-  Trainer t(late, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer t(late);
   t.run();
   CHECK(test::sparsity(t)->report().sparsified == 0.0);
   Config none = config(1, SparsityMethod::Gmp, 0);  // a class the cnn lacks: refused on every rank
   none.sparsity.tensors = {TensorClass::Embedding};
-  CHECK_THROWS_WITH(Trainer(none, MPI_COMM_WORLD, quiet, 1.0),
+  CHECK_THROWS_WITH(QuietTrainer(none),
                     Catch::Contains("sparsity.tensors = embedding: model.type = cnn has no parameter of these classes; "
                                     "valid: classes it has: conv, head, vector"));
 }
@@ -249,14 +244,13 @@ TEST_CASE("distributed top-k over 4 ranks' interleaved parts selects what a sort
 TEST_CASE("sparsity at target 0 is the dense run bit for bit; the report counts the weights' zeros", "[np2]") {
   const auto dir = shared_dir("sparse-target0");
   Config dense = sparse_lm(dir, 7, SparsityMethod::None, 2, 1, 1, 0);
-  Log quiet(false);
-  Trainer want(dense, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer want(dense);
   const auto want_run = want.run();
   for (auto method : {SparsityMethod::Set, SparsityMethod::Rigl, SparsityMethod::Gmp}) {
     CAPTURE(name_of(method));
     Config c = sparse_lm(dir, 7, method, 2, 1, 1, 0);
     c.sparsity.target = 0.0;
-    Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(c);
     CHECK_THAT(test::sparsity(t)->never_prunes(), Catch::Contains("sparsity.target = 0: no weight is ever pruned"));
     const auto got = t.run();
     check_same_run(got, want_run, 0.0);
@@ -270,11 +264,11 @@ TEST_CASE("sparsity at target 0 is the dense run bit for bit; the report counts 
   Config late = sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0);
   late.sparsity.start = 8;
   late.sparsity.end = 9;
-  Trainer late_run(late, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer late_run(late);
   CHECK_THAT(test::sparsity(late_run)->never_prunes(),
              Catch::Contains("sparsity.start = 8 is past train.steps = 7"));
   // rigl to 75 %: its last update (step 5) regrew connections at zero, which step 6 trained.
-  Trainer rigl(sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0), MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer rigl(sparse_lm(dir, 7, SparsityMethod::Rigl, 2, 1, 1, 0));
   rigl.run();
   CHECK(test::sparsity(rigl)->never_prunes().empty());
   const auto params = rigl.model().named_parameters(true);

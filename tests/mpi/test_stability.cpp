@@ -30,12 +30,11 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("skip-" + family);
-  Log quiet(false);
   for (int tp : {1, 2}) {  // dp = 4, and dp = 2 x tp = 2
     Config base = as_family(tiny(dir, 1, 8), family);
     base.grid.tp = tp;
     if (base.model.type == ModelType::Llama) base.model.n_kv_head = 2;  // tp = 2 splits the key/value heads
-    Trainer one_step(base, MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer one_step(base);
     one_step.run();
     const auto after_step_1 = snapshot(one_step);
     // Rank 3 is tp rank 1 at tp = 2: a rank whose loss does not enter the mean still flags it.
@@ -46,7 +45,7 @@ TEST_CASE("a NaN loss or an Inf gradient on one rank: every rank skips that upda
       c.debug.nonfinite = kind;
       c.debug.nonfinite_step = 2;
       c.debug.nonfinite_rank = rank;
-      Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+      QuietTrainer t(c);
       const auto r = t.run();
       CHECK(r.skipped == 1);
       // The skipped step consumed its data (and its LR slot: lr is a function of the step count);
@@ -71,8 +70,7 @@ TEST_CASE("persistent non-finite steps stop the run with the step named, on ever
   c.debug.nonfinite_steps = 100;
   c.debug.nonfinite_rank = 1;
   c.train.max_consecutive_skips = 4;
-  Log quiet(false);
-  Trainer t(c, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer t(c);
   CHECK_THROWS_WITH(t.run(), Catch::Contains("step 6: 4 updates in a row were skipped"));
 }
 
@@ -80,21 +78,20 @@ TEST_CASE("out-of-memory backoff finishes with the losses of a run that started 
   const auto family = GENERATE(from_range(kLanguageModels));
   CAPTURE(family);
   const auto dir = shared_dir("oom-" + family);
-  Log quiet(false);
   Config small = as_family(tiny(dir, 4, 8), family);
   small.train.micro_batch = 1;
-  const auto want = Trainer(small, MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto want = quiet_run(small);
   Config big = as_family(tiny(dir, 4, 8), family);
   big.train.micro_batch = 4;
   big.train.on_oom = OnOom::Backoff;
-  Trainer probe(big, MPI_COMM_WORLD, quiet, 1.0);  // the limit: between the needs of 1 and 2 sequences
+  QuietTrainer probe(big);  // the limit: between the needs of 1 and 2 sequences
   big.debug.alloc_limit_mb = (1.5 * probe.model().plan().activation_bytes(1, 4, 1) + probe.state_bytes().peak()) / (1024.0 * 1024.0);
-  Trainer backed_off(big, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer backed_off(big);
   const auto got = backed_off.run();
   CHECK(backed_off.accumulation() == 4);
   CHECK(got.losses == want.losses);  // bit for bit
   big.train.on_oom = OnOom::Abort;
-  Trainer aborts(big, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer aborts(big);
   CHECK_THROWS_WITH(aborts.run(), Catch::Contains("step 1: out of memory in forward/backward on 2 rank(s)"));
 }
 
@@ -110,18 +107,17 @@ TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact",
     c.precision.growth_interval = 2;
     return c;
   };
-  Log quiet(false);
-  Trainer straight(config(8), MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer straight(config(8));
   const auto full = straight.run();
   CHECK(full.loss_scale == 16384);  // grown every 2 steps
   Config first = config(3);
   first.checkpoint.dir = dir + "/ckpt";
-  const auto part = Trainer(first, MPI_COMM_WORLD, quiet, 1.0).run();
+  const auto part = quiet_run(first);
   CHECK(part.loss_scale == 2048);  // not the initial scale, and one step into the next interval
   Config second = config(8);
   second.checkpoint.dir = first.checkpoint.dir;
   second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer resumed(second);
   const auto rest = resumed.run();
   CHECK(rest.loss_scale == full.loss_scale);
   REQUIRE(full.losses.size() == 8);

@@ -83,11 +83,7 @@ TEST_CASE("ZeRO resume is bit-exact", "[np2]") {
   const auto dir = shared_dir("zero-resume-" + family);
   for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
-    check_resume([&](int steps) {
-      Config c = zero_config(dir, steps, stage, family);
-      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
-      return c;
-    }, 4, 8);
+    check_resume(dir + "/ckpt-" + std::to_string(stage), [&](int steps) { return zero_config(dir, steps, stage, family); }, 4, 8);
   }
 }
 
@@ -97,7 +93,7 @@ TEST_CASE("ZeRO resume at (2, 2, 2) is bit-exact: every dp rank writes and reads
   const auto dir = shared_dir("zero-resume-3d");
   for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
-    check_resume([&](int steps) {
+    check_resume(dir + "/ckpt-" + std::to_string(stage), [&](int steps) {
       Config c = tiny(dir, steps, 8);
       c.model.n_layer = 4;
       c.model.n_head = 8;
@@ -105,7 +101,6 @@ TEST_CASE("ZeRO resume at (2, 2, 2) is bit-exact: every dp rank writes and reads
       c.grid.dp = c.grid.tp = c.grid.pp = 2;
       c.optim.zero_stage = stage;
       c.comm.bucket_mb = 0.01;  // ~2.6k floats: buckets end inside rows
-      c.checkpoint.dir = dir + "/ckpt-" + std::to_string(stage);
       return c;
     }, 3, 6);
   }
@@ -113,10 +108,9 @@ TEST_CASE("ZeRO resume at (2, 2, 2) is bit-exact: every dp rank writes and reads
 
 TEST_CASE("a stage-3 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 rank stage 0, bit-exact", "[np4]") {
   const auto dir = shared_dir("zero-reshard");
-  Log quiet(false);
   // The reference: the same file loaded at stage 0 on dp = 4 (whole tensors on every rank).
   const Config load = save_at_stage3(dir, [&](int steps, int stage) { return zero_config(dir, steps, stage); });
-  Trainer dp4(load, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer dp4(load);
   const auto saved = snapshot(dp4);
   std::map<std::string, torch::Tensor> whole;  // the whole optimizer state as loaded
   for (const auto& s : dp4.optimizer().state()) whole[s.name] = s.param.clone();
@@ -127,7 +121,7 @@ TEST_CASE("a stage-3 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 ran
   if (rank < 2) {
     Config at = load;
     at.optim.zero_stage = 1;
-    Trainer dp2(at, half, quiet, 1.0);
+    QuietTrainer dp2(at, half);
     REQUIRE(dp2.grid().shape().dp == 2);
     // This rank's pieces of the optimizer state are the elements of the whole state at their offset.
     const auto pieces = dp2.optimizer().state();
@@ -137,7 +131,7 @@ TEST_CASE("a stage-3 checkpoint from dp = 4 loads at dp = 2 stage 1 and at 1 ran
   }
   MPI_Comm_free(&half);
   if (rank == 0) {
-    Trainer dp1(load, MPI_COMM_SELF, quiet, 1.0);
+    QuietTrainer dp1(load, MPI_COMM_SELF);
     CHECK(bitwise_equal(snapshot(dp1), saved));
     check_same_run(dp1.run(), rest);
   }
@@ -198,10 +192,9 @@ TEST_CASE("ZeRO reducer: bytes sent and held per rank follow the ZeRO formulas",
 
 TEST_CASE("the memory accountant's bytes per rank match the ZeRO formulas at every stage", "[np4]") {
   const auto dir = shared_dir("zero-memory");
-  Log quiet(false);
   for (int stage : {0, 1, 2, 3}) {
     CAPTURE(stage);
-    Trainer t(zero_config(dir, 2, stage), MPI_COMM_WORLD, quiet, 1.0);
+    QuietTrainer t(zero_config(dir, 2, stage));
     t.run();
     const double psi = static_cast<double>(count_parameters(t.model())), dp = world_size(), k = 8;  // AdamW: m, v
     const StateBytes got = t.state_bytes();
@@ -217,23 +210,22 @@ TEST_CASE("the memory accountant's bytes per rank match the ZeRO formulas at eve
 
 TEST_CASE("a model whose stage-0 state exceeds debug.alloc_limit_mb trains within it at stage 3", "[np4]") {
   const auto dir = shared_dir("zero-budget");
-  Log quiet(false);
   auto config = [&](int stage) {
     Config c = zero_config(dir, 3, stage);
     c.model.n_layer = 8;  // many small units: stage 3 holds a few whole at a time
     c.model.n_embd = 32;
     return c;
   };
-  Trainer plain(config(0), MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer plain(config(0));
   const double state0 = plain.state_bytes().peak();
   const auto want = plain.run();
   const double budget = 0.6 * state0 + plain.model().plan().activation_bytes(2, 4, 1);
   Config over = config(0);
   over.debug.alloc_limit_mb = budget / (1024.0 * 1024.0);
-  CHECK_THROWS_WITH(Trainer(over, MPI_COMM_WORLD, quiet, 1.0).run(), Catch::Contains("out of memory"));
+  CHECK_THROWS_WITH(quiet_run(over), Catch::Contains("out of memory"));
   Config within = config(3);
   within.debug.alloc_limit_mb = over.debug.alloc_limit_mb;
-  Trainer zero3(within, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer zero3(within);
   check_same_run(zero3.run(), want);
   CHECK(zero3.state_bytes().peak() < 0.6 * state0);
 }

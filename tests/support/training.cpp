@@ -79,10 +79,12 @@ Config tiny_cnn(const std::string& dir, int steps, int global_batch) {
   return c;
 }
 
-RunResult quiet_run(const Config& c, MPI_Comm comm) {
-  Log quiet(false);
-  return Trainer(c, comm, quiet, 1.0).run();
+Log& quiet_log() {
+  static Log quiet(false);
+  return quiet;
 }
+
+RunResult quiet_run(const Config& c, MPI_Comm comm) { return QuietTrainer(c, comm).run(); }
 
 std::vector<torch::Tensor> snapshot(Trainer& t) {
   const WholeParameters whole(t.parameters());  // ZeRO stage 3 holds shards between steps
@@ -135,16 +137,19 @@ bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch:
   return true;
 }
 
-void check_resume(const std::function<Config(int steps)>& config, int stop, int total) {
-  Log quiet(false);
+void check_resume(const std::string& checkpoint_dir, const std::function<Config(int steps)>& config, int stop,
+                  int total) {
   Config whole = config(total);
   whole.checkpoint.dir = "none";
-  Trainer straight(whole, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer straight(whole);
   const auto full = straight.run();
-  Trainer(config(stop), MPI_COMM_WORLD, quiet, 1.0).run();
+  Config first = config(stop);
+  first.checkpoint.dir = checkpoint_dir;
+  quiet_run(first);
   Config second = config(total);
+  second.checkpoint.dir = checkpoint_dir;
   second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  Trainer resumed(second, MPI_COMM_WORLD, quiet, 1.0);
+  QuietTrainer resumed(second);
   REQUIRE(resumed.start_step() == stop);
   REQUIRE(full.losses.size() == static_cast<std::size_t>(total));
   const auto rest = resumed.run();

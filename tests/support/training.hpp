@@ -33,7 +33,15 @@ Config as_family(Config c, const std::string& family);
 /// A 2-stage CNN (channels 4, 8) on dir's image set (make_images), micro-batch 4, the same
 /// schedule as tiny.
 Config tiny_cnn(const std::string& dir, int steps, int global_batch);
-/// Trains c on comm (quietly; peak 1 GFLOP/s) and returns the result.
+/// A log that prints nothing, for the runs of the tests.
+Log& quiet_log();
+/// A Trainer of c on comm that prints nothing, its peak given as 1 GFLOP/s (the tests do not
+/// check MFU against a real peak, and the probe would cost each run a second).
+class QuietTrainer : public Trainer {
+ public:
+  explicit QuietTrainer(const Config& c, MPI_Comm comm = MPI_COMM_WORLD) : Trainer(c, comm, quiet_log(), 1.0) {}
+};
+/// Trains c on comm (a QuietTrainer) and returns the result.
 RunResult quiet_run(const Config& c, MPI_Comm comm = MPI_COMM_WORLD);
 /// Copies of every parameter, batch-norm statistic, optimizer state tensor, fp32 master weight and
 /// sparsity mask.
@@ -60,10 +68,11 @@ void check_pieces(const std::vector<NamedParameter>& pieces, const std::map<std:
 /// Checks that two runs have the same loss and gradient norm at every step, within `tolerance`
 /// relative.
 void check_same_run(const RunResult& got, const RunResult& want, double tolerance = 1e-6);
-/// Trains config(total) straight (no checkpoints), config(stop) into its checkpoint.dir, then
-/// config(total) resumed from there (checkpoint.resume = auto), and checks that the resumed run
+/// Trains config(total) straight (no checkpoints), config(stop) checkpointing into checkpoint_dir, then
+/// config(total) resumed from it (checkpoint.resume = auto), and checks that the resumed run
 /// starts at `stop` and continues the straight one bit for bit: the same loss at every step from
 /// `stop` on, the same final parameters and optimizer state. Collective over world.
-void check_resume(const std::function<Config(int steps)>& config, int stop, int total);
+void check_resume(const std::string& checkpoint_dir, const std::function<Config(int steps)>& config, int stop,
+                  int total);
 
 }  // namespace gridtrain::test
