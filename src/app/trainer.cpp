@@ -111,9 +111,9 @@ std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) c
 }
 
 Verdict Trainer::train_step(long long s, double lr) {
-  Axis& tp = grid_->tp();
   Reducer& reducer = this->reducer();
-  const double tp_wait = tp.wait_s();
+  PerAxis<double> waited{};  // each axis's waits so far
+  for (const AxisInfo& a : kAxes) waited[index_of(a.id)] = grid_->axis(a.id).wait_s();
   SyncCheck phase(cfg_.debug.sync_check);
   fixes_.step_begin(s);
   reducer.zero_grad(optimizer_->owns_communication());
@@ -136,7 +136,8 @@ Verdict Trainer::train_step(long long s, double lr) {
   }
   phase.enter(StepPhase::Host);
   timer_.stamp(Section::Compute);  // what an out-of-memory error cut short
-  timer_.move(Section::Compute, Section::TpComm, tp.wait_s() - tp_wait);
+  for (const AxisInfo& a : kAxes)  // waits inside forward/backward are the axis's communication
+    if (a.in_compute) timer_.move(Section::Compute, a.comm, grid_->axis(a.id).wait_s() - waited[index_of(a.id)]);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
   reducer.finish();

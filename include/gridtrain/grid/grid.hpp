@@ -16,22 +16,29 @@
 #include <mpi.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
 
 enum class AxisId { Dp, Tp, Pp };
 
-/// One grid axis: how it is spelled (deck keys grid.<name>, logs, files) and its place in the
-/// Cartesian grid (0 = slowest).
+/// One grid axis: how it is spelled (deck keys grid.<name>, logs, files), its place in the
+/// Cartesian grid (0 = slowest), the timer section its communication is charged to, and whether
+/// its collectives run inside forward/backward (the step moves their waits out of Compute).
 struct AxisInfo {
   AxisId id;
   const char* name;
   int cart_dim;
+  Section comm;
+  bool in_compute;
 };
 
 /// The grid's axes in the order they are reported (dp, tp, pp: "2 (dp) x 1 (tp) x 1 (pp)",
-/// summary.json, the checkpoint's "grid" attribute), which is also AxisId's order.
-inline constexpr std::array<AxisInfo, 3> kAxes = {{{AxisId::Dp, "dp", 1}, {AxisId::Tp, "tp", 2}, {AxisId::Pp, "pp", 0}}};
+/// summary.json, the checkpoint's "grid" attribute), which is also AxisId's order. dp's waits
+/// are the gradient exchange's (the Reducer, after backward), pp's the pipeline engine's own.
+inline constexpr std::array<AxisInfo, 3> kAxes = {{{AxisId::Dp, "dp", 1, Section::DpComm, false},
+                                                   {AxisId::Tp, "tp", 2, Section::TpComm, true},
+                                                   {AxisId::Pp, "pp", 0, Section::PpComm, false}}};
 inline constexpr std::size_t kAxisCount = kAxes.size();
 inline constexpr std::size_t index_of(AxisId a) { return static_cast<std::size_t>(a); }
 inline constexpr const char* name_of(AxisId a) { return kAxes[index_of(a)].name; }
