@@ -1,6 +1,5 @@
 #include "gridtrain/app/trainer.hpp"
 
-#include <cmath>
 #include <new>
 #include <tuple>
 #include <utility>
@@ -103,7 +102,7 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
   };
 }
 
-// {loss, Σ ||g||² over counted_} to the host: the step's one device→host copy.
+// {loss, Σ ||g||² over the gradients this rank counts in the norm} to the host: the step's one device→host copy.
 std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) const {
   const auto sq = stack_->gradient_sq(device_);
   const auto both = torch::stack({loss.defined() ? loss.to(torch::kDouble) : torch::zeros_like(sq), sq}).cpu();
