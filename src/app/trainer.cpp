@@ -80,7 +80,7 @@ void Trainer::build_model() {
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     return model_->plan().activation_bytes(guard_->micro_batch(), elem, 1) + state_bytes().peak();
   };
-  fixes_ = Fixes(make_fixes({cfg_, log_, *grid_, *model_, *optimizer_, *checkpointer_, pieces,
+  fixes_ = Fixes(make_fixes({cfg_, *grid_, *model_, *optimizer_, *checkpointer_, pieces,
                              stack_->pieces_split_over_dp(), step_bytes}));
   const ModelPlan& plan = model_->plan();
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,

@@ -56,7 +56,6 @@ class Fix {
 /// What a fix may hold on to: the Trainer's parts, which outlive it.
 struct FixContext {
   const Config& cfg;
-  Log& log;
   Grid& grid;
   Model& model;
   Optimizer& optimizer;

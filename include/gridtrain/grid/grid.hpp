@@ -41,7 +41,6 @@ inline constexpr std::array<AxisInfo, 3> kAxes = {{{AxisId::Dp, "dp", 1, Section
                                                    {AxisId::Pp, "pp", 0, Section::PpComm, false}}};
 inline constexpr std::size_t kAxisCount = kAxes.size();
 inline constexpr std::size_t index_of(AxisId a) { return static_cast<std::size_t>(a); }
-inline constexpr const char* name_of(AxisId a) { return kAxes[index_of(a)].name; }
 
 /// A figure per axis, in kAxes order (bytes sent, sizes).
 template <class T>

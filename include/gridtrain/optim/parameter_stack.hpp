@@ -44,7 +44,6 @@ class ParameterStack {
   /// Whether the pieces are ZeRO pieces (disjoint over dp) rather than whole tensors.
   bool pieces_split_over_dp() const { return dp_->zero_stage() > 0; }
   DataParallel& data_parallel() { return *dp_; }
-  const DataParallel& data_parallel() const { return *dp_; }
   /// The reduced gradient of every model parameter as this rank holds it (Reducer::reduced_gradient).
   std::vector<torch::Tensor> reduced_gradients() const;
   /// Indices of Model::tied_parameters() on this rank, in that order.
