@@ -70,7 +70,10 @@ void Trainer::build_model() {
     for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
     model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
   }
-  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, grid_->dp(), grid_->tp().rank(), initial);
+  // One parameter group: every parameter's gradient averages over dp.
+  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, std::vector<ParameterGroup>{{"dense", &grid_->dp()}},
+                                            [](const std::string&) { return std::size_t{0}; }, grid_->dp(),
+                                            grid_->tp().rank(), initial);
   const std::vector<NamedParameter>& pieces = stack_->pieces();
   // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
   // nothing is gathered.
@@ -110,12 +113,12 @@ std::pair<double, double> Trainer::loss_and_grad_sq(const torch::Tensor& loss) c
 }
 
 Verdict Trainer::train_step(long long s, double lr) {
-  Reducer& reducer = this->reducer();
+  ParameterGroups& groups = stack_->groups();
   PerAxis<double> waited{};  // each axis's waits so far
   for (const AxisInfo& a : kAxes) waited[index_of(a.id)] = grid_->axis(a.id).wait_s();
   SyncCheck phase(cfg_.debug.sync_check);
   fixes_.step_begin(s);
-  reducer.zero_grad(optimizer_->owns_communication());
+  groups.zero_grad(optimizer_->owns_communication());
   timer_.stamp();
   torch::Tensor batch;  // (rows, width): this dp rank's samples of the step (first and last stage)
   if (model_->first_stage() || model_->last_stage()) batch = batches_->get(sample_index_);  // asks for the next ones
@@ -126,8 +129,8 @@ Verdict Trainer::train_step(long long s, double lr) {
     fixes_.before_forward(s);
     phase.enter(StepPhase::Forward);
     auto micro_batch = [&](std::int64_t first, int rows) { return model_->split(batch.narrow(0, first, rows)); };
-    loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), micro_batch, stage_forward(s), reducer,
-                          guard_->loss_scale());
+    loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), micro_batch, stage_forward(s),
+                          [&groups](bool last) { groups.begin_backward(last); }, guard_->loss_scale());
   } catch (const std::bad_alloc&) {
     mine.oom = true;
   } catch (const c10::OutOfMemoryError&) {
@@ -139,8 +142,8 @@ Verdict Trainer::train_step(long long s, double lr) {
     if (a.in_compute) timer_.move(Section::Compute, a.comm, grid_->axis(a.id).wait_s() - waited[index_of(a.id)]);
   // The exchanges run even after an out-of-memory error, so that every rank issues the same
   // collectives; the step is then retried.
-  reducer.finish();
-  parameters().release_all();  // ZeRO stage 3: units a failed step left gathered
+  groups.finish();
+  groups.release_all();  // ZeRO stage 3: units a failed step left gathered
   timer_.stamp(Section::DpComm);
   const std::vector<torch::Tensor> grads = stack_->reduced_gradients();
   std::vector<torch::Tensor> tied;
@@ -151,7 +154,7 @@ Verdict Trainer::train_step(long long s, double lr) {
   timer_.stamp(Section::Optim);
   mine.counts_loss = model_->last_stage() && grid_->represents({AxisId::Tp});  // one rank per replica
   std::tie(mine.loss, mine.grad_sq) = loss_and_grad_sq(loss);
-  const Verdict v = guard_->judge(s, mine, reducer.exchange() == GradExchange::Local);
+  const Verdict v = guard_->judge(s, mine, groups.exchange() == GradExchange::Local);
   timer_.stamp(Section::DpComm);
   if (v.action == Verdict::Action::Update) {
     phase.enter(StepPhase::Update);

@@ -24,7 +24,7 @@ void Trainer::describe_setup() const {
   log_.print("Batch: global " + std::to_string(cfg_.train.global_batch) + " = micro " +
              std::to_string(cfg_.train.micro_batch) + " x dp " + std::to_string(plan_.shape.dp) + " x accumulation " +
              std::to_string(plan_.accumulation) + " " + m.samples() + "; " +
-             std::to_string(stack_->data_parallel().reducer().bucket_count()) + " gradient bucket(s)\n");
+             std::to_string(stack_->groups().bucket_count()) + " gradient bucket(s)\n");
   log_.print("LR: peak " + fmt("%.4g", lr_schedule_.peak()) + ", lr(0) = " + fmt("%.4g", lr_schedule_(0)) + "\n");
   const std::string weights = masters() ? std::string(name_of(cfg_.precision.weights)) + " weights and gradients, fp32 "
                                          "master weights and optimizer state" : "fp32 weights and optimizer state";
@@ -36,10 +36,11 @@ void Trainer::describe_setup() const {
 
 StateBytes Trainer::state_bytes() {
   StateBytes b;
-  b.params = static_cast<double>(parameters().bytes());
-  b.params_peak = static_cast<double>(parameters().peak_bytes());
-  b.grads = static_cast<double>(reducer().gradient_bytes());
-  b.grads_peak = static_cast<double>(reducer().gradient_peak_bytes());
+  const ParameterGroups& g = stack_->groups();
+  b.params = static_cast<double>(g.parameter_bytes());
+  b.params_peak = static_cast<double>(g.parameter_peak_bytes());
+  b.grads = static_cast<double>(g.gradient_bytes());
+  b.grads_peak = static_cast<double>(g.gradient_peak_bytes());
   for (const auto& st : optimizer_->state()) b.optimizer += static_cast<double>(st.param.nbytes());
   for (const auto& [name, t] : optimizer_->rank_state()) b.optimizer += static_cast<double>(t.nbytes());
   b.optimizer += static_cast<double>(stack_->master_bytes());  // sharded with the optimizer state
@@ -85,7 +86,7 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
                        state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
   counters.fixes = fixes_.summary(m.item());
-  print_summary({r, counters, cfg_, timer_, reducer(), *checkpointer_, *guard_, *grid_}, log_);
+  print_summary({r, counters, cfg_, timer_, stack_->groups(), *checkpointer_, *guard_, *grid_}, log_);
 }
 
 }  // namespace gridtrain

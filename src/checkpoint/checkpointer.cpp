@@ -203,13 +203,18 @@ void Checkpointer::Impl::ignore_state(const std::string& group, std::string note
   state_unused_[group] = std::move(note);
 }
 
+// A rank writes what it alone holds of its replica: ZeRO pieces, rows of a tensor split along dp,
+// else one dp rank writes for all; over tp, ShardSpec::counted_on.
 bool Checkpointer::Impl::writes(const Entry& e) const {
-  return e.local.defined() && (e.piece() || grid_.represents({AxisId::Dp})) && e.spec.counted_on(grid_.tp().rank());
+  const bool split_over_dp = e.spec.dim >= 0 && e.spec.axis == AxisId::Dp;
+  return e.local.defined() && (e.piece() || split_over_dp || grid_.represents({AxisId::Dp})) &&
+         e.spec.counted_on(grid_.tp().rank());
 }
 
 Selection Checkpointer::Impl::selection_of(const Entry& e) const {
   if (!e.local.defined()) return {};
-  const Slab slab = shard_slab(e.spec, e.shape, grid_.tp().rank(), grid_.tp().size());
+  const Axis& split = grid_.axis(e.spec.axis);  // the rows of the global tensor this rank holds
+  const Slab slab = shard_slab(e.spec, e.shape, split.rank(), split.size());
   if (!e.piece()) return rectangles(slab);
   return piece_selection(slab, {e.local_shape.begin(), e.local_shape.end()}, static_cast<hsize_t>(e.offset),
                          static_cast<hsize_t>(e.local.numel()));

@@ -258,6 +258,9 @@ void initialize(torch::nn::Module& m, const std::function<ShardSpec(const std::s
   for (auto& p : m.named_parameters(/*recurse=*/true)) {
     const std::string& name = p.key();
     const ShardSpec s = spec(name);
+    if (s.dim >= 0 && s.axis != AxisId::Tp)  // a model's layout places it on tp alone (ModelLayout)
+      throw std::logic_error("initialize: " + name + " is split along an axis other than tp; the model's layout "
+                             "knows its place on tp only");
     auto full = torch::empty(s.global_shape, p.value().options());
     auto gen = at::detail::createCPUGenerator(splitmix64(seed ^ fnv1a(name)));
     fill(name, full, gen);

@@ -12,7 +12,7 @@
 #include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/output/rank_stats.hpp"
-#include "gridtrain/parallel/reducer.hpp"
+#include "gridtrain/parallel/parameter_groups.hpp"
 #include "gridtrain/precision/step_guard.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/files.hpp"
@@ -44,23 +44,27 @@ PerAxis<double> bytes_per_step(const RunCounters& counters, long long steps, Gri
   return bytes;
 }
 
-// What the reducer actually did, not what the deck asked for (compression disables overlap;
-// 1-bit Adam keeps gradients local after its freeze).
-void print_exchange(const RunCounters& counters, const PerAxis<double>& bytes, const Reducer& reducer, Grid& grid,
-                    Log& log) {
-  Axis& dp = grid.dp();
-  if (dp.size() > 1) {
+// What each group's reducer actually did, not what the deck asked for (compression disables
+// overlap; 1-bit Adam keeps gradients local after its freeze). The group is named when there are
+// several.
+void print_exchange(const PerAxis<double>& bytes, const ParameterGroups& groups, Log& log) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    Axis& axis = *groups.spec(g).axis;
+    const Reducer& reducer = groups.group(g).reducer();
+    if (axis.size() == 1) continue;
     const ExchangeStats& st = reducer.stats();
     double s[2] = {st.in_flight_s, st.exposed_s};
-    dp.blocking_sum(s, 2, "gradient exchange times");
+    axis.blocking_sum(s, 2, "gradient exchange times");
     std::string kinds;
     for (std::size_t k = 0; k < st.steps.size(); ++k)
       if (st.steps[k] > 0)
         kinds += (kinds.empty() ? "" : ", ") + std::to_string(st.steps[k]) + " step(s) " +
                  describe(static_cast<GradExchange>(k));
-    log.print("\nGradient exchange (dp, avg over ranks): " + fmt("%.3f", s[0] / dp.size()) + " s in flight, " +
-              fmt("%.3f", s[1] / dp.size()) + " s exposed; " + kinds + "; " +
-              std::to_string(reducer.bucket_count()) + " buckets of " + reducer.gradient_dtype() + " gradients" +
+    const std::string which = groups.size() > 1 ? " of the " + groups.spec(g).name + " parameters" : "";
+    log.print("\nGradient exchange" + which + " (" + axis.name() + ", avg over ranks): " +
+              fmt("%.3f", s[0] / axis.size()) + " s in flight, " + fmt("%.3f", s[1] / axis.size()) + " s exposed; " +
+              kinds + "; " + std::to_string(reducer.bucket_count()) + " buckets of " + reducer.gradient_dtype() +
+              " gradients" +
               (reducer.zero_stage() > 0
                    ? "; ZeRO stage " + std::to_string(reducer.zero_stage()) +
                          ": reduce-scatter in place of the allreduce, " +
@@ -205,12 +209,12 @@ Throughput::Rate Throughput::interval() {
 }
 
 void print_summary(const SummaryInputs& in, Log& log) {
-  const auto& [run, counters, c, timer, reducer, checkpointer, guard, grid] = in;
+  const auto& [run, counters, c, timer, groups, checkpointer, guard, grid] = in;
   print_performance(run, counters, c, grid, log);
   const Breakdown b = reduce_breakdown(timer, run.loop_s, grid.world());
   log.print(format_breakdown(b.rows, b.other_avg_s, b.loop_avg_s));
   const auto bytes = bytes_per_step(counters, static_cast<long long>(run.losses.size()), grid);
-  print_exchange(counters, bytes, reducer, grid, log);
+  print_exchange(bytes, groups, log);
   print_pipeline(c, b, guard.micro_batch(), grid, log);
   print_stability(c, checkpointer, guard, log);
   print_memory(counters, grid, log);

@@ -28,7 +28,7 @@ torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* w
 }
 
 torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
-                                    Reducer& reducer, double loss_scale) {
+                                    const BeforeBackward& before_backward, double loss_scale) {
   const int B = micro_batch, M = micro_batches, v = chunks_;
   Axis& pp = grid_.pp();
   const int p = pp.size(), r = pp.rank();
@@ -64,7 +64,7 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
         send(outputs[i], next, tag(true, m, r == p - 1 ? c + 1 : c));
       }
     } else {
-      reducer.begin_backward(--backwards_left == 0);
+      before_backward(--backwards_left == 0);
       if (ends) (loss_scale != 1.0 ? losses[i] * loss_scale : losses[i]).backward();
       else outputs[i].backward(receive(next, tag(false, m, c), B, "micro-batch"));
       if (!begins) send(inputs[i].grad(), prev, tag(false, m, r == 0 ? c - 1 : c));

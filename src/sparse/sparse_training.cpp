@@ -88,12 +88,13 @@ SparseTraining::SparseTraining(const Config& cfg, const Model& model, const std:
   }
 }
 
-// The global flat index of each element of t's piece, -1 for padding rows of a tp shard: the
-// piece's elements of the tp-local tensor, whose rows map onto the global tensor as ShardSpec
+// The global flat index of each element of t's piece, -1 for padding rows of a shard: the
+// piece's elements of the local tensor, whose rows map onto the global tensor as ShardSpec
 // says (per part, rank r holds rows [r·rows, r·rows + valid)).
 torch::Tensor SparseTraining::global_index(const Local& t) const {
   const ShardSpec& spec = t.spec;
-  const int rank = grid_.tp().rank(), size = grid_.tp().size();
+  const Axis& along = grid_.axis(spec.axis);
+  const int rank = along.rank(), size = along.size();
   auto g = torch::arange(product(spec.global_shape), torch::kLong).view(spec.global_shape);
   if (spec.dim >= 0 && size > 1) {
     const int d = spec.dim;

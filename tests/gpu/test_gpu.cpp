@@ -163,10 +163,7 @@ TEST_CASE("training on the GPU follows the CPU run, and its checkpoint resumes o
   REQUIRE(cpu.losses.size() == 6);
   REQUIRE(gpu.losses.size() == 3);
   for (int s = 0; s < 3; ++s) CHECK(gpu.losses[s] == Approx(cpu.losses[s]).epsilon(1e-4));  // other kernels
-  Config resume = config(DeviceKind::Cpu, 6);
-  resume.checkpoint.dir = gpu_cfg.checkpoint.dir;
-  resume.checkpoint.resume = {Resume::Mode::Auto, ""};
-  const auto rest = test::quiet_run(resume);
+  const auto rest = test::quiet_run(test::resuming(config(DeviceKind::Cpu, 6), gpu_cfg.checkpoint.dir));
   REQUIRE(rest.losses.size() == 3);
   for (int s = 3; s < 6; ++s) CHECK(rest.losses[s - 3] == Approx(cpu.losses[s]).epsilon(1e-3));
 }

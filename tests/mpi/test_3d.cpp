@@ -44,10 +44,8 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
     CHECK(rel(got.losses[s], want.losses[s]) <= 1e-5);
     CHECK(rel(got.grad_norms[s], want.grad_norms[s]) <= 1e-5);
   }
-  Config gathered = one_cfg;  // the layout's final state, gathered through its checkpoint
-  gathered.checkpoint.dir = layout_cfg.checkpoint.dir;
-  gathered.checkpoint.resume = {Resume::Mode::Auto, ""};
-  QuietTrainer loaded(gathered, MPI_COMM_SELF);
+  // The layout's final state, gathered through its checkpoint.
+  QuietTrainer loaded(resuming(one_cfg, layout_cfg.checkpoint.dir), MPI_COMM_SELF);
   const auto a = weights(loaded), b = weights(one);
   REQUIRE(a.size() == b.size());
   for (const auto& [name, w] : b) {
@@ -191,10 +189,7 @@ TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training c
   Config first = model_3d(dir, 4, 2, 2, 2, family);
   first.checkpoint.dir = dir + "/ckpt";
   quiet_run(first);
-  Config second = model_3d(dir, 6, 4, 1, 2, family);
-  second.checkpoint.dir = first.checkpoint.dir;
-  second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  QuietTrainer resumed(second);
+  QuietTrainer resumed(resuming(model_3d(dir, 6, 4, 1, 2, family), first.checkpoint.dir));
   REQUIRE(resumed.start_step() == 4);
   const auto rest = resumed.run();
   QuietTrainer straight(model_3d(dir, 6, 1, 1, 1, family), MPI_COMM_SELF);

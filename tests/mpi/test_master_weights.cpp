@@ -74,7 +74,7 @@ TEST_CASE("2-byte weights: bf16 parameters and gradients, fp32 masters, state by
     QuietTrainer t(bf16_config(dir, 2, stage));
     t.run();
     for (const auto& p : t.model().parameters()) CHECK(p.scalar_type() == torch::kBFloat16);
-    CHECK(std::string(t.reducer().gradient_dtype()) == "bf16");
+    CHECK(std::string(t.groups().group(0).reducer().gradient_dtype()) == "bf16");
     REQUIRE(t.masters() != nullptr);
     for (const auto& m : t.masters()->masters()) CHECK(m.param.scalar_type() == torch::kFloat);
     // 2Ψ parameters, 2Ψ gradients and 12Ψ of fp32 master, momentum and variance, each / dp from

@@ -60,10 +60,7 @@ void check_sparse_layout(const Config& layout, const RunResult& got, const Confi
     CHECK(rel(got.losses[s], want.losses[s]) <= 1e-6);
     CHECK(rel(got.grad_norms[s], want.grad_norms[s]) <= 1e-5);
   }
-  Config gathered = one;
-  gathered.checkpoint.dir = layout.checkpoint.dir;
-  gathered.checkpoint.resume = {Resume::Mode::Auto, ""};
-  QuietTrainer loaded(gathered, MPI_COMM_SELF);
+  QuietTrainer loaded(resuming(one, layout.checkpoint.dir), MPI_COMM_SELF);
   const auto a = masks_of(loaded), b = masks_of(ref);
   REQUIRE(a.size() == b.size());
   REQUIRE(!b.empty());

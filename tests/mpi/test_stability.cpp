@@ -114,10 +114,7 @@ TEST_CASE("resume with a grown loss scale (bf16, dynamic scaling) is bit-exact",
   first.checkpoint.dir = dir + "/ckpt";
   const auto part = quiet_run(first);
   CHECK(part.loss_scale == 2048);  // not the initial scale, and one step into the next interval
-  Config second = config(8);
-  second.checkpoint.dir = first.checkpoint.dir;
-  second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  QuietTrainer resumed(second);
+  QuietTrainer resumed(resuming(config(8), first.checkpoint.dir));
   const auto rest = resumed.run();
   CHECK(rest.loss_scale == full.loss_scale);
   REQUIRE(full.losses.size() == 8);

@@ -137,6 +137,12 @@ bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch:
   return true;
 }
 
+Config resuming(Config c, const std::string& checkpoint_dir) {
+  c.checkpoint.dir = checkpoint_dir;
+  c.checkpoint.resume = {Resume::Mode::Auto, ""};
+  return c;
+}
+
 void check_resume(const std::string& checkpoint_dir, const std::function<Config(int steps)>& config, int stop,
                   int total) {
   Config whole = config(total);
@@ -146,10 +152,7 @@ void check_resume(const std::string& checkpoint_dir, const std::function<Config(
   Config first = config(stop);
   first.checkpoint.dir = checkpoint_dir;
   quiet_run(first);
-  Config second = config(total);
-  second.checkpoint.dir = checkpoint_dir;
-  second.checkpoint.resume = {Resume::Mode::Auto, ""};
-  QuietTrainer resumed(second);
+  QuietTrainer resumed(resuming(config(total), checkpoint_dir));
   REQUIRE(resumed.start_step() == stop);
   REQUIRE(full.losses.size() == static_cast<std::size_t>(total));
   const auto rest = resumed.run();

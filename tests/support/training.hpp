@@ -68,6 +68,8 @@ void check_pieces(const std::vector<NamedParameter>& pieces, const std::map<std:
 /// Checks that two runs have the same loss and gradient norm at every step, within `tolerance`
 /// relative.
 void check_same_run(const RunResult& got, const RunResult& want, double tolerance = 1e-6);
+/// c, resuming (checkpoint.resume = auto) from checkpoint_dir, which it also writes into.
+Config resuming(Config c, const std::string& checkpoint_dir);
 /// Trains config(total) straight (no checkpoints), config(stop) checkpointing into checkpoint_dir, then
 /// config(total) resumed from it (checkpoint.resume = auto), and checks that the resumed run
 /// starts at `stop` and continues the straight one bit for bit: the same loss at every step from

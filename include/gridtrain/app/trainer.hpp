@@ -24,7 +24,6 @@
 #include "gridtrain/optim/parameter_stack.hpp"
 #include "gridtrain/output/summary.hpp"
 #include "gridtrain/output/thermo.hpp"
-#include "gridtrain/parallel/data_parallel.hpp"
 #include "gridtrain/parallel/pipeline_engine.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/precision/step_guard.hpp"
@@ -53,9 +52,11 @@ class Trainer {
   /// The step fixes (app/fix.hpp): sparse training, fault injection, batch-norm replica state.
   Fixes& fixes() { return fixes_; }
   Checkpointer& checkpointer() { return *checkpointer_; }
-  Reducer& reducer() { return stack_->data_parallel().reducer(); }
-  /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3).
-  ShardedParameters& parameters() { return stack_->data_parallel().parameters(); }
+  /// The parameter groups, each with its gradient Reducer and ZeRO storage.
+  ParameterGroups& groups() { return stack_->groups(); }
+  /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3, where
+  /// there is one group).
+  ShardedParameters& parameters() { return stack_->groups().group(0).parameters(); }
   /// This rank's model state bytes now (the memory accountant of the summary).
   StateBytes state_bytes();
   /// Micro-batches per step and dp rank (doubled by each out-of-memory back-off).

@@ -17,7 +17,7 @@
 namespace gridtrain {
 
 class Checkpointer;
-class Reducer;
+class ParameterGroups;
 class StepGuard;
 
 /// Training throughput: tokens/s, wall ms per step and MFU over the whole loop and over each
@@ -100,7 +100,7 @@ struct SummaryInputs {
   const RunCounters& counters;
   const Config& config;
   const Timer& timer;
-  const Reducer& reducer;
+  const ParameterGroups& groups;  ///< each group's gradient exchange
   const Checkpointer& checkpointer;
   const StepGuard& guard;
   Grid& grid;

@@ -54,6 +54,7 @@ class DataParallel {
   torch::Tensor gradient_sq(const std::vector<std::size_t>& counted, torch::Device device) const;
   /// Parameter storage; also the ParameterGather the model calls at stage 3.
   ShardedParameters& parameters() { return parameters_; }
+  const ShardedParameters& parameters() const { return parameters_; }
   Reducer& reducer() { return reducer_; }
   const Reducer& reducer() const { return reducer_; }
 

@@ -19,7 +19,6 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/grid/grid.hpp"
-#include "gridtrain/parallel/reducer.hpp"
 #include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
@@ -36,6 +35,9 @@ class PipelineEngine {
   using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets, int chunk)>;
   /// The shape of the activations between stages for a micro-batch of `rows` samples, (B, T, C).
   using ActivationShape = std::function<std::vector<std::int64_t>(int rows)>;
+  /// Called before each backward pass; last: the step's last, whose gradients the reducers
+  /// communicate (ParameterGroups::begin_backward).
+  using BeforeBackward = std::function<void(bool last)>;
 
   /// chunks: model chunks on this rank (grid.virtual_stages with the interleaved schedule, else
   /// 1): chunk c of rank r is virtual stage c·pp + r, its activations go to rank r + 1, and from
@@ -49,13 +51,13 @@ class PipelineEngine {
                  bool tied, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
-  /// over its targets' items / micro_batches × loss_scale; the last one's backward lets the reducer start its buckets.
+  /// over its targets' items / micro_batches × loss_scale, each preceded by before_backward.
   /// Returns on the last stage the step's mean loss (Σ of the micro-batch means / micro_batches)
   /// as a 0-d tensor on the device, left there (no synchronization); undefined elsewhere. Throws
   /// std::bad_alloc / c10::OutOfMemoryError when out of memory, CommTimeout when a peer stage
   /// does not answer in comm.timeout_s.
   torch::Tensor train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
-                      Reducer& reducer, double loss_scale);
+                      const BeforeBackward& before_backward, double loss_scale);
   /// Forward only over `rows` rows in micro-batches of micro_batch (validation). Returns on the
   /// last stage the sums forward returns added over the rows (the loss in nats first), empty
   /// elsewhere. Runs the forwards of padded_rows >= rows (the most any dp rank has), the extra

@@ -1,0 +1,103 @@
+// Run under mpiexec -n 4: gradient reduction per parameter group. A "dense" group averages over
+// all of dp and an "expert" group over half of it (an Axis::split of dp, as G22's
+// expert-data-parallel group is), with and without ZeRO; the weighted Σ‖g‖² counts every
+// element of every group once.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>  // after torch: its CHECK replaces c10's
+
+#include <mpi.h>
+
+#include "gridtrain/parallel/parameter_groups.hpp"
+
+using namespace gridtrain;
+
+namespace {
+
+int world(int (*what)(MPI_Comm, int*)) {
+  int n = 0;
+  what(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// Gradient of parameter i on rank r: every rank can compute every other rank's, so the expected
+// averages below need no communication.
+torch::Tensor grad_of(std::size_t i, int r, const torch::Tensor& p) {
+  auto gen = at::detail::createCPUGenerator(1000 * i + r + 1);
+  return at::randn(p.sizes(), gen);
+}
+
+// The mean of parameter i's gradient over ranks first..first+n−1.
+torch::Tensor mean_over(std::size_t i, int first, int n, const torch::Tensor& p) {
+  auto sum = torch::zeros_like(p);
+  for (int r = first; r < first + n; ++r) sum += grad_of(i, r, p);
+  return sum / n;
+}
+
+struct TwoGroups {
+  const int rank = world(MPI_Comm_rank), size = world(MPI_Comm_size);
+  MPI_Comm dup = [] { MPI_Comm c; MPI_Comm_dup(MPI_COMM_WORLD, &c); return c; }();
+  Axis dp{"dp", dup};
+  std::unique_ptr<Axis> half = dp.split(rank / 2, rank, "edp");  // ranks {0, 1} and {2, 3}
+  // Fresh per ParameterGroups: ZeRO makes them views of its flat buckets.
+  static std::vector<torch::Tensor> make_params() {
+    return {torch::zeros({37, 11}).requires_grad_(), torch::zeros({64}).requires_grad_(),
+            torch::zeros({5, 3}).requires_grad_(), torch::zeros({128}).requires_grad_()};
+  }
+  std::vector<torch::Tensor> params = make_params();
+  std::vector<std::size_t> group_of = {0, 1, 0, 1};  // 0: dense, 1: expert
+  std::vector<ParameterGroup> groups() { return {{"dense", &dp}, {"expert", half.get()}}; }
+};
+
+}  // namespace
+
+TEST_CASE("each parameter group averages its gradients over its own axis", "[np4]") {
+  TwoGroups f;
+  REQUIRE(f.size == 4);
+  for (int stage : {0, 1, 2}) {
+    for (bool overlap : {false, true}) {
+      CAPTURE(stage, overlap);
+      f.params = TwoGroups::make_params();
+      ParameterGroups g(f.params, f.group_of, f.groups(), f.dp, 1e-6, overlap, Compression::None,
+                        ZeroOptions{stage, {}, true});
+      CHECK(g.size() == 2);
+      CHECK(g.bucket_count() == 4);  // one per parameter at this bucket size, in whichever group
+      g.zero_grad(false);
+      g.begin_backward(true);
+      for (std::size_t i = 0; i < f.params.size(); ++i) (f.params[i] * grad_of(i, f.rank, f.params[i])).sum().backward();
+      g.finish();
+      double expected_sq = 0;  // Σ over distinct elements: the dense mean once, each half's expert mean once
+      for (std::size_t i = 0; i < f.params.size(); ++i) {
+        const bool expert = f.group_of[i] == 1;
+        const auto want = expert ? mean_over(i, f.rank / 2 * 2, 2, f.params[i]) : mean_over(i, 0, 4, f.params[i]);
+        const auto have = g.reduced_gradient(i);
+        if (stage == 0) {
+          CHECK(torch::allclose(have, want, 1e-6, 1e-6));
+        } else {  // this rank's piece of it
+          const auto piece = g.shard_pieces()[i];
+          CHECK(torch::allclose(have, want.flatten().narrow(0, piece.offset, have.numel()), 1e-6, 1e-6));
+        }
+        for (int h = 0; h < (expert ? 2 : 1); ++h)
+          expected_sq += (expert ? mean_over(i, 2 * h, 2, f.params[i]) : want).to(torch::kDouble).square().sum().item<double>();
+      }
+      double sq = g.gradient_sq({0, 1, 2, 3}, torch::kCPU).item<double>();
+      MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      // The step guard's convention: the sum over the grid counts every element dp times.
+      CHECK(sq / f.size == Approx(expected_sq).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("parameter groups refuse what they cannot reduce", "[np4]") {
+  TwoGroups f;
+  auto build = [&](std::vector<std::size_t> group_of, std::vector<ParameterGroup> groups, const Axis& dp, int stage) {
+    ParameterGroups(f.params, group_of, std::move(groups), dp, 1.0, true, Compression::None, ZeroOptions{stage, {}, true});
+  };
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(build({0, 1, 0}, f.groups(), f.dp, 0), Contains("3 group indices for 4 parameters"));
+  CHECK_THROWS_WITH(build({0, 2, 0, 1}, f.groups(), f.dp, 0), Contains("names group 2 of 2"));
+  CHECK_THROWS_WITH(build({0, 0, 0, 0}, f.groups(), f.dp, 0), Contains("group 'expert' is empty"));
+  CHECK_THROWS_WITH(build(f.group_of, f.groups(), f.dp, 3), Contains("ZeRO stage 3"));
+  // A group over all four ranks cannot sit inside a data-parallel axis of two.
+  CHECK_THROWS_WITH(build({0, 0, 0, 0}, {{"dense", &f.dp}}, *f.half, 0), Contains("does not divide dp = 2"));
+}
