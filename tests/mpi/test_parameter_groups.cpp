@@ -71,6 +71,9 @@ TEST_CASE("each parameter group averages its gradients over its own axis", "[np4
         const bool expert = f.group_of[i] == 1;
         const auto want = expert ? mean_over(i, f.rank / 2 * 2, 2, f.params[i]) : mean_over(i, 0, 4, f.params[i]);
         const auto have = g.reduced_gradient(i);
+        // 1e-6: the allreduce adds the ranks' fp32 gradients in its own order, the reference in
+        // rank order; 2–4 terms of order 1 differ by a few ulps (~1e-7). A wrong axis or weight
+        // differs by order 1.
         if (stage == 0) {
           CHECK(torch::allclose(have, want, 1e-6, 1e-6));
         } else {  // this rank's piece of it
@@ -83,6 +86,7 @@ TEST_CASE("each parameter group averages its gradients over its own axis", "[np4
       double sq = g.gradient_sq({0, 1, 2, 3}, torch::kCPU).item<double>();
       MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
       // The step guard's convention: the sum over the grid counts every element dp times.
+      // 1e-6 relative: fp32 norms combined in fp64, against fp64 sums of the fp32 means.
       CHECK(sq / f.size == Approx(expected_sq).epsilon(1e-6));
     }
   }
