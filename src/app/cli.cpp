@@ -35,7 +35,8 @@ constexpr const char* kUsage =
     "  mpirun -np N gridtrain [-i DECK] --restart CKPT [...]         resume (= --checkpoint.resume=CKPT)\n"
     "  mpirun -np N gridtrain [-i DECK] --dry-run [...]              memory per rank and FLOPs per step, no training\n"
     "  gridtrain config [-i DECK] [--section.key=value ...]          the resolved configuration (as a run records it)\n"
-    "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|DIR [--val-fraction F] [--shard-size TOKENS]\n"
+    "  mpirun -np N gridtrain prepare text --input FILE --output FILE.h5|PREFIX|DIR [--format hdf5|megatron]\n"
+    "                     [--val-fraction F] [--shard-size TOKENS]\n"
     "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N\n"
     "                      [--character-coverage F]] [--accept-lossy]\n"
     "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5 [--classes N]\n"
@@ -124,8 +125,12 @@ int prepare_text_main(const std::vector<std::string>& args, Log& log) {
   PrepareOptions o;
   po::options_description desc("gridtrain prepare text");
   desc.add_options()("input", po::value(&o.input)->required(), "text file to tokenize")(
-      "output", po::value(&o.output)->required(), "HDF5 file to write, or with --shard-size the directory for the shards")(
-      "val-fraction", po::value(&o.val_fraction)->default_value(o.val_fraction), "share of the tokens (tail) kept for validation")(
+      "output", po::value(&o.output)->required(),
+      "HDF5 file to write (megatron: the prefix P of P.bin and P.idx), or with --shard-size the directory for the shards")(
+      "format", po::value(&o.format)->default_value(o.format),
+      "hdf5 | megatron (Megatron-LM's indexed dataset, one document per line; split when read: data.split)")(
+      "val-fraction", po::value(&o.val_fraction)->default_value(o.val_fraction),
+      "hdf5: share of the tokens (tail) kept for validation")(
       "shard-size", po::value(&o.shard_size)->default_value(0), "tokens per shard file (0: one file)")(
       "tokenizer", po::value(&o.tokenizer)->default_value(o.tokenizer), "bytes | sentencepiece")(
       "sp-model", po::value(&o.sp_model), "sentencepiece: the tokenizer model file (.model)")(
@@ -142,14 +147,20 @@ int prepare_text_main(const std::vector<std::string>& args, Log& log) {
     throw Error("prepare: --vocab-size and --character-coverage are for --train-tokenizer");
   if ((train || model) && !vm["tokenizer"].defaulted() && o.tokenizer != "sentencepiece")
     throw Error("prepare: --sp-model and --train-tokenizer are for --tokenizer sentencepiece, not " + o.tokenizer);
+  if (o.format == "megatron" && !vm["val-fraction"].defaulted())
+    throw Error("prepare: --val-fraction is for --format hdf5; a Megatron dataset is split by documents when it is "
+                "read (deck key data.split, e.g. 969,30,1)");
   if (train || model) o.tokenizer = "sentencepiece";
   else if (o.tokenizer == "sentencepiece")
     throw Error("prepare: --tokenizer sentencepiece needs --sp-model M.model, or --train-tokenizer [--vocab-size N]");
   const PrepareReport r = prepare_text(o, MPI_COMM_WORLD);
   if (!r.lossy.empty())
     log.warn("prepare: --accept-lossy: " + o.input + " holds " + r.lossy + "; decoding these tokens does not give the text back");
-  log.print("Wrote " + o.output + (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " +
-            std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens (" +
+  const std::string tokens = o.format == "megatron"
+                                 ? std::to_string(r.train_tokens) + " tokens in " + std::to_string(r.documents) + " documents"
+                                 : std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens";
+  log.print("Wrote " + o.output + (o.format == "megatron" && r.shards == 1 ? ".bin/.idx" : "") +
+            (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " + tokens + " (" +
             r.tokenizer + ", vocab " + std::to_string(r.vocab_size) + ") from " + std::to_string(r.source_bytes) +
             " bytes, sha256 " + r.sha256 + "\n");
   return 0;

@@ -41,7 +41,7 @@ InferenceModel load_language_model(const std::string& path) {
     // Files from before the tokenizer was recorded were all byte-level.
     const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
     const std::string model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
-    tokenizer = make_tokenizer(name, model);
+    if (name != "none") tokenizer = make_tokenizer(name, model);  // none: a corpus that records no tokenizer
   }
   // The vocabulary as training resolved it: model.vocab_size, or (0) the data's, which is its tokenizer's.
   const int vocab = cfg.model.vocab_size > 0 ? cfg.model.vocab_size : tokenizer->vocab_size();
@@ -72,8 +72,9 @@ Generated generate_text(const GenerateOptions& o) {
     throw Error(std::string("generate: ") + e.what() + (o.matmul ? "" : " (--matmul overrides the checkpoint's deck)"));
   }
   if (!tokenizer)
-    throw Error("generate: checkpoint '" + o.checkpoint + "' holds imported weights without a tokenizer; train from "
-                "it (checkpoint.init_from) on a corpus prepared with the model's tokenizer, then generate");
+    throw Error("generate: checkpoint '" + o.checkpoint + "' has no tokenizer (imported weights, or trained on a Megatron "
+                "indexed dataset, which records none); train from it (checkpoint.init_from) on a corpus prepared "
+                "with the model's tokenizer by `gridtrain prepare`, then generate");
   const torch::Device device(o.device);
   if (device.is_cuda() && !torch::cuda::is_available())
     throw Error("generate: --device " + o.device + ", but no CUDA device is visible to this build");

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "gridtrain/config/data_split.hpp"
+#include "gridtrain/util/error.hpp"
 #include "key_makers.hpp"
 #include "sparsity_keys.hpp"
 
@@ -153,12 +155,40 @@ std::vector<Key> model_keys() {
   };
 }
 
+// data.split: Megatron's weights, checked as the loader will read them; auto (stored as "") is
+// Megatron's default for a Megatron dataset and nothing for an HDF5 corpus, which has its split.
+Key split_key() {
+  Key k = text_key("data.split", GT_REF(data.split),
+                   "Megatron indexed datasets: weights of the train, validation and test splits over documents, "
+                   "in order (Megatron's --split; the test split is held out); auto = 969,30,1. An HDF5 corpus "
+                   "carries its own split (auto only)");
+  k.info.default_value = "auto";
+  k.info.valid = "auto, or 1 to 3 comma-separated non-negative weights, e.g. 969,30,1";
+  k.assign = [](Config& c, const std::string& text) -> std::optional<std::string> {
+    if (text == "auto") {
+      c.data.split.clear();
+      return std::nullopt;
+    }
+    try {
+      split_weights(text);
+    } catch (const Error& e) {
+      return std::string(e.what()).substr(std::string("data.split = '" + text + "': ").size());
+    }
+    c.data.split = text;
+    return std::nullopt;
+  };
+  k.show = [](const Config& c) { return c.data.split.empty() ? std::string("auto") : c.data.split; };
+  return k;
+}
+
 std::vector<Key> data_keys() {
   return {
       text_key("data.path", GT_REF(data.path),
                "gpt: token corpus written by `gridtrain prepare text` (HDF5): a file, a directory of shard files "
-               "(*.h5) or a glob; shards are concatenated in name order. cnn: image set written by `gridtrain "
-               "prepare idx` (one HDF5 file)"),
+               "(*.h5) or a glob; shards are concatenated in name order. Or Megatron indexed datasets: a prefix P "
+               "of P.idx and P.bin, or a directory or glob of *.idx (model.vocab_size must be set: the index "
+               "records none). cnn: image set written by `gridtrain prepare idx` (one HDF5 file)"),
+      split_key(),
       int_key<int>("data.random_crop", GT_REF(data.random_crop),
                    "cnn: random-crop augmentation, pixels: each training image is zero-padded by this many pixels "
                    "and cut back to its size at an offset drawn from (train.seed, sample index); 0 = off", 0, 64),

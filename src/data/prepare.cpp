@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "gridtrain/comm/agree.hpp"
+#include "gridtrain/data/indexed_dataset.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/text_fidelity.hpp"
 #include "gridtrain/data/token_data.hpp"
@@ -124,6 +125,52 @@ std::string write_shard(const PrepareOptions& o, const Corpus& c, const std::str
   } catch (const std::runtime_error& e) {
     std::filesystem::remove(tmp);
     throw Error("prepare: writing '" + path + "' failed: " + e.what());
+  }
+}
+
+// The token index of the first document (line) that starts at or after token `at` of `tokens`:
+// at itself when the token before it is a newline, else the one after the next newline (the end
+// if none).
+std::uint64_t document_start(const StoredIntegers& tokens, std::uint64_t at, std::int32_t newline) {
+  const std::uint64_t n = tokens.size();
+  if (at == 0 || at >= n) return std::min(at, n);
+  std::vector<std::int32_t> ids;
+  for (std::uint64_t from = at - 1; from < n; from += ids.size()) {
+    ids.resize(std::min(kBuffer, n - from));
+    tokens.read(from, ids.size(), ids.data());
+    if (const auto nl = std::find(ids.begin(), ids.end(), newline); nl != ids.end()) return from + (nl - ids.begin()) + 1;
+  }
+  return n;
+}
+
+// Writes shard k of `shards` as a Megatron indexed dataset at prefix (via .tmp + rename): the
+// documents that start in the shard's share of the tokens, each ending after a newline.
+// Returns the digest of its .bin and adds its documents to `documents`.
+std::string write_indexed_shard(const Corpus& c, const std::string& prefix, int k, int shards, std::int32_t newline,
+                                std::uint64_t& documents) {
+  const auto [lo, hi] = share(c.tokens.size(), k, shards);
+  const std::uint64_t begin = document_start(c.tokens, lo, newline), end = document_start(c.tokens, hi, newline);
+  try {
+    IndexedWriter w(prefix, c.vocab);
+    std::vector<std::int32_t> ids, document;
+    for (std::uint64_t at = begin; at < end; at += ids.size()) {
+      ids.resize(std::min(kBuffer, end - at));
+      c.tokens.read(at, ids.size(), ids.data());
+      for (const auto id : ids) {
+        document.push_back(id);
+        if (id == newline) w.add_document(document), document.clear(), ++documents;
+      }
+    }
+    if (!document.empty()) w.add_document(document), ++documents;  // the input's last line, without a newline
+    w.finish();
+    Digest digest;
+    std::ifstream bin(prefix + ".bin", std::ios::binary);
+    std::vector<char> buf(1 << 20);
+    while (bin.read(buf.data(), static_cast<std::streamsize>(buf.size())) || bin.gcount() > 0)
+      digest.add(buf.data(), static_cast<std::size_t>(bin.gcount()));
+    return digest.hex_digest();
+  } catch (const std::runtime_error& e) {
+    throw Error("prepare: writing '" + prefix + ".bin/.idx' failed: " + e.what());
   }
 }
 
@@ -294,6 +341,35 @@ std::string check_round_trip(const PrepareOptions& o, LostLines& lost, MPI_Comm 
   return found;
 }
 
+// The options checked, the output's directory made; returns the input's size in bytes.
+std::uint64_t check_options(const PrepareOptions& o) {
+  if (o.format != "hdf5" && o.format != "megatron")
+    throw Error("prepare: --format " + o.format + " is unknown; valid: hdf5, megatron");
+  if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
+    throw Error("prepare: --val-fraction " + std::to_string(o.val_fraction) + " is invalid; valid: 0 < F < 1");
+  if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece")
+    throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece");
+  std::error_code ec;
+  const std::uint64_t bytes = std::filesystem::file_size(o.input, ec);
+  if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
+  if (o.tokenizer != "bytes" && !(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
+    throw Error("prepare: --character-coverage " + std::to_string(o.character_coverage) + " is invalid; valid: 0 < F <= 1");
+  if (o.shard_size > 0) std::filesystem::create_directories(o.output);
+  else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
+    std::filesystem::create_directories(parent);
+  return bytes;
+}
+
+// --format megatron: the token that ends a document (a line).
+std::int32_t document_end(const Tokenizer& tok) {
+  const auto nl = tok.encode("\n");
+  if (nl.size() != 1)
+    throw Error("prepare: --format megatron writes one document per line, but the " + tok.name() + " tokenizer "
+                "encodes a newline as " + std::to_string(nl.size()) + " tokens, not one; use --tokenizer bytes "
+                "or a model with a newline piece (--train-tokenizer trains one)");
+  return nl.front();
+}
+
 }  // namespace
 
 std::string sha256_hex(const std::string& bytes) {
@@ -313,20 +389,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   Corpus c;
-  agree(comm, [&] {
-    if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
-      throw Error("prepare: --val-fraction " + std::to_string(o.val_fraction) + " is invalid; valid: 0 < F < 1");
-    if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece")
-      throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece");
-    std::error_code ec;
-    c.source_bytes = std::filesystem::file_size(o.input, ec);
-    if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
-    if (o.tokenizer != "bytes" && !(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
-      throw Error("prepare: --character-coverage " + std::to_string(o.character_coverage) + " is invalid; valid: 0 < F <= 1");
-    if (o.shard_size > 0) std::filesystem::create_directories(o.output);
-    else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
-      std::filesystem::create_directories(parent);
-  });
+  agree(comm, [&] { c.source_bytes = check_options(o); });
   const std::string lossy = o.tokenizer == "sentencepiece" ? check_fidelity(o, c.source_bytes, comm) : "";
   agree(comm, [&] {  // the model: read, or trained on the input (rank 0; the others get it below)
     if (o.tokenizer == "sentencepiece" && rank == 0)
@@ -339,10 +402,12 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
       &tmp[static_cast<std::size_t>(rank)], [](const std::string* f) { std::filesystem::remove(*f); });
   std::uint64_t encoded = 0;
   LostLines lost;
+  std::int32_t newline = -1;  // megatron: the token that ends a document
   agree(comm, [&] {
     const auto tok = make_tokenizer(o.tokenizer, c.model);
     c.tokenizer = tok->name();
     c.vocab = tok->vocab_size();
+    if (o.format == "megatron") newline = document_end(*tok);
     if (o.tokenizer == "bytes")
       c.tokens = StoredIntegers({{o.input, 0, c.source_bytes, 1, false}});
     else
@@ -372,10 +437,20 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   agree(comm, [&] {
     if (n < 2) throw Error("prepare: input file '" + o.input + "' has fewer than 2 tokens");
     for (int k = rank; k < r.shards; k += ranks) {
-      const std::string path = o.shard_size > 0 ? (std::filesystem::path(o.output) / shard_name(k)).string() : o.output;
-      digests[static_cast<std::size_t>(k)] = write_shard(o, c, path, k, r.shards);
+      std::filesystem::path path = o.shard_size > 0 ? std::filesystem::path(o.output) / shard_name(k) : std::filesystem::path(o.output);
+      auto& digest = digests[static_cast<std::size_t>(k)];
+      if (o.format == "megatron")
+        digest = write_indexed_shard(c, o.shard_size > 0 ? path.replace_extension("").string() : o.output, k, r.shards,
+                                     newline, r.documents);
+      else
+        digest = write_shard(o, c, path.string(), k, r.shards);
     }
   });
+  if (o.format == "megatron") {  // the reader splits it: every token is counted as train here
+    MPI_Allreduce(MPI_IN_PLACE, &r.documents, 1, MPI_UINT64_T, MPI_SUM, comm);
+    r.train_tokens = n;
+    r.val_tokens = 0;
+  }
   MPI_Barrier(comm);  // every rank done reading the encoded shares before they are removed
   std::string joined;  // every shard's digest, in order, on every rank
   for (int k = 0; k < r.shards; ++k)

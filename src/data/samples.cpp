@@ -17,7 +17,7 @@ class TokenSamples : public Samples {
     const std::string hint = "Prepare the KJV corpus with: bible -f \"Genesis 1:1-Revelation 22:21\" > data/kjv.txt && "
                              "gridtrain prepare text --input data/kjv.txt --output " + c.data.path +
                              " (or run scripts/prepare-kjv)";
-    data_ = load_tokens(c.data.path, comm, static_cast<std::size_t>(T_) + 1, hint);
+    data_ = load_tokens(c.data.path, comm, static_cast<std::size_t>(T_) + 1, hint, {c.data.split, c.model.vocab_size});
     vocab_ = c.model.vocab_size > 0 ? c.model.vocab_size : data_.vocab_size;
     if (vocab_ < data_.vocab_size)
       throw Error("model.vocab_size = " + std::to_string(vocab_) + " is smaller than the dataset's vocab_size = " +
@@ -34,7 +34,8 @@ class TokenSamples : public Samples {
     return validation_starts(data_.val.size(), T_, count);
   }
   std::string validation_samples() const override {
-    return "windows of " + std::to_string(T_ + 1) + " tokens in /val/tokens";
+    return "windows of " + std::to_string(T_ + 1) + " tokens in " +
+           (data_.format == "megatron" ? "the validation split (data.split)" : "/val/tokens");
   }
   void val_row(std::uint64_t id, std::int64_t* out) const override { copy_window(data_.val, id, T_, out); }
   std::string describe() const override {
@@ -98,7 +99,8 @@ class ImageSamples : public Samples {
 DataShape data_shape(const Config& c, MPI_Comm comm) {
   if (c.model.type == ModelType::Cnn) return ImageSamples(c, comm).shape();
   if (c.model.vocab_size > 0) return {c.model.vocab_size};
-  return {corpus_vocab_size(c.data.path, comm, "Prepare the dataset with `gridtrain prepare`, or set model.vocab_size")};
+  return {corpus_vocab_size(c.data.path, comm, "Prepare the dataset with `gridtrain prepare`, or set model.vocab_size",
+                            c.data.split)};
 }
 
 std::unique_ptr<Samples> load_samples(const Config& c, MPI_Comm comm) {

@@ -101,7 +101,7 @@ TEST_CASE("a corpus cut into 3 shards reads as the same tokens in one file", "[d
     copy_window(whole.train, boundary - 5, 10, b.data());
     CHECK(a == b);
   }
-  CHECK_THAT(load_error(dir + "/nothing-*.h5"), Catch::Contains("no shard files (*.h5) match"));
+  CHECK_THAT(load_error(dir + "/nothing-*.h5"), Catch::Contains("no shard files (*.h5 or Megatron *.idx) match"));
   {  // a shard with another vocabulary
     H5Id f(H5Fopen((shards + "/shard-2.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "open");
     H5Adelete(f, "vocab_size");

@@ -97,7 +97,8 @@ struct Config {
     bool tie_embeddings = false;  ///< llama: output head = the token embedding (gpt always ties)
   } model;
   struct Data {
-    std::string path = "data/kjv.h5";  ///< a token file, a directory of shard files, or a glob
+    std::string path = "data/kjv.h5";  ///< a token file, a directory of shard files, or a glob; or a Megatron prefix
+    std::string split;          ///< Megatron datasets: train,validation,test weights over documents; "" (auto) = 969,30,1
     bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
     int prefetch = 2;           ///< batches the loader thread keeps ready ahead; 0 = load on the step loop's thread
     int random_crop = 0;        ///< cnn: zero-padding, pixels, of the random-crop augmentation; 0 = off

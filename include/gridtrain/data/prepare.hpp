@@ -18,6 +18,13 @@
 // longer than that is cut where the piece ends). A model given with --sp-model that adds a dummy
 // prefix or normalises whitespace sees each piece's start as the start of a text: its tokens are
 // those of encoding the input a few lines at a time, and may differ with the number of ranks.
+//
+// --format megatron writes the same tokens as a Megatron indexed dataset (P.bin + P.idx, or
+// shard-<k>.bin/.idx in the directory) of one document per line: a document ends after each
+// newline token (the tokenizer must encode "\n" as one token), and a shard holds the documents
+// that start in its share of the tokens. No split is stored: the reader splits by documents
+// (data.split). Megatron's index records no vocabulary or tokenizer: training on it needs
+// model.vocab_size.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,8 +37,9 @@ namespace gridtrain {
 struct PrepareOptions {
   PrepareOptions() = default;
   PrepareOptions(std::string in, std::string out) : input(std::move(in)), output(std::move(out)) {}
-  std::string input, output;  ///< output: the .h5 file, or with shards the directory for them
-  double val_fraction = 0.1;  ///< in (0, 1)
+  std::string input, output;  ///< output: the .h5 file (megatron: the prefix P), or with shards the directory for them
+  std::string format = "hdf5";  ///< hdf5 | megatron (data/indexed_dataset.hpp: one document per line)
+  double val_fraction = 0.1;  ///< in (0, 1); hdf5 only (a Megatron dataset is split when read: data.split)
   std::uint64_t shard_size = 0;  ///< tokens per shard (at most); 0: one file
   std::string tokenizer = "bytes";  ///< bytes | sentencepiece
   std::string sp_model;       ///< sentencepiece: a .model file; "" = train one on the input
@@ -46,6 +54,7 @@ struct PrepareReport {
   std::uint64_t source_bytes = 0;
   std::uint64_t train_tokens = 0;
   std::uint64_t val_tokens = 0;
+  std::uint64_t documents = 0;  ///< megatron: the documents (lines) written; its tokens are all in train_tokens
   int shards = 1;
   std::string sha256;  ///< one file: the source's digest; shards: that of the shards' digests
   std::string lossy;  ///< sentencepiece, accept_lossy: what of the input does not come back unchanged ("" if nothing)
@@ -62,7 +71,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm);
 /// Hex SHA-256 of bytes (OpenSSL EVP).
 std::string sha256_hex(const std::string& bytes);
 
-/// Name of shard k in a shard directory: shard-<k, 6 digits>.h5.
+/// Name of shard k in a shard directory: shard-<k, 6 digits>.h5 (megatron: without the extension, the prefix).
 std::string shard_name(int k);
 
 }  // namespace gridtrain
