@@ -13,166 +13,18 @@
 #include <memory>
 #include <vector>
 
-#include <openssl/evp.h>
-
+#include "corpus_writer.hpp"
 #include "gridtrain/comm/agree.hpp"
-#include "gridtrain/data/indexed_dataset.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/text_fidelity.hpp"
 #include "gridtrain/data/token_data.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
-#include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {
 namespace {
 
 constexpr std::uint64_t kBuffer = 16ULL << 20;  // tokens (or input bytes) handled at a time
-
-// An incremental SHA-256.
-class Digest {
- public:
-  Digest() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
-  void add(const void* data, std::size_t n) { EVP_DigestUpdate(ctx_.get(), data, n); }
-  std::string hex_digest() {
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(ctx_.get(), d, &len);
-    std::string out;
-    char byte[3];
-    for (unsigned i = 0; i < len; ++i) {
-      std::snprintf(byte, sizeof byte, "%02x", d[i]);
-      out += byte;
-    }
-    return out;
-  }
-
- private:
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
-};
-
-// The narrowest little-endian type that holds every id of a vocabulary.
-struct StoredType {
-  int width;
-  hid_t h5;
-};
-StoredType stored_type(int vocab) {
-  if (vocab <= 256) return {1, H5T_STD_U8LE};
-  if (vocab <= 65536) return {2, H5T_STD_U16LE};
-  return {4, H5T_STD_I32LE};
-}
-
-// Writes tokens [from, from + n) of src as a new contiguous dataset `name`, kBuffer at a time,
-// and adds the bytes as stored to the digest.
-void write_tokens(hid_t file, const std::string& name, const StoredIntegers& src, std::uint64_t from, std::uint64_t n,
-                  StoredType type, Digest& digest) {
-  const hsize_t size = n;
-  H5Id space(H5Screate_simple(1, &size, nullptr), "H5Screate_simple");
-  H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
-  H5Pset_create_intermediate_group(lcpl, 1);
-  H5Id ds(H5Dcreate2(file, name.c_str(), type.h5, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "cannot create dataset " + name);
-  std::vector<std::int32_t> ids(std::min(n, kBuffer));
-  std::vector<unsigned char> bytes;
-  for (std::uint64_t at = 0; at < n;) {
-    const hsize_t count = std::min<std::uint64_t>(ids.size(), n - at), offset = at;
-    src.read(from + at, count, ids.data());
-    bytes.resize(count * static_cast<std::size_t>(type.width));
-    for (std::size_t i = 0; i < count; ++i)  // little-endian, as the dataset stores them
-      for (int b = 0; b < type.width; ++b)
-        bytes[i * static_cast<std::size_t>(type.width) + static_cast<std::size_t>(b)] =
-            static_cast<unsigned char>(static_cast<std::uint32_t>(ids[i]) >> (8 * b));
-    digest.add(bytes.data(), bytes.size());
-    H5Id mem(H5Screate_simple(1, &count, nullptr), "H5Screate_simple");
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, &offset, nullptr, &count, nullptr);
-    if (H5Dwrite(ds, type.h5, mem, space, H5P_DEFAULT, bytes.data()) < 0) throw std::runtime_error("cannot write " + name);
-    at += count;
-  }
-}
-
-// What every shard shares.
-struct Corpus {
-  StoredIntegers tokens;  // the whole token stream, train then val
-  std::uint64_t train = 0, val = 0;
-  std::uint64_t source_bytes = 0;
-  std::string tokenizer, model;  // name, serialized model ("" for bytes)
-  int vocab = 0;
-};
-
-// Writes one shard file (via .tmp + rename); returns the digest of its tokens as stored.
-std::string write_shard(const PrepareOptions& o, const Corpus& c, const std::string& path, int k, int shards) {
-  const std::string tmp = path + ".tmp";
-  const auto [t0, t1] = share(c.train, k, shards);
-  const auto [v0, v1] = share(c.val, k, shards);
-  const StoredType type = stored_type(c.vocab);
-  Digest digest;
-  try {
-    H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "cannot create '" + tmp + "'");
-    write_tokens(file, "/train/tokens", c.tokens, t0, t1 - t0, type, digest);
-    write_tokens(file, "/val/tokens", c.tokens, c.train + v0, v1 - v0, type, digest);
-    if (!c.model.empty()) h5_write_bytes(file, "/tokenizer/model", c.model);
-    const std::string sha = digest.hex_digest();
-    h5_write_attr(file, "format", std::string("gridtrain-tokens"));
-    h5_write_attr(file, "tokenizer", c.tokenizer);
-    h5_write_attr(file, "vocab_size", static_cast<long long>(c.vocab));
-    h5_write_attr(file, "source", std::filesystem::path(o.input).filename().string());
-    h5_write_attr(file, "source_bytes", static_cast<long long>(c.source_bytes));
-    h5_write_attr(file, "sha256", sha);
-    h5_write_attr(file, "shard", static_cast<long long>(k));
-    h5_write_attr(file, "shards", static_cast<long long>(shards));
-    file = H5Id();  // closed before the rename
-    std::filesystem::rename(tmp, path);
-    return sha;
-  } catch (const std::runtime_error& e) {
-    std::filesystem::remove(tmp);
-    throw Error("prepare: writing '" + path + "' failed: " + e.what());
-  }
-}
-
-// The token index of the first document (line) that starts at or after token `at` of `tokens`:
-// at itself when the token before it is a newline, else the one after the next newline (the end
-// if none).
-std::uint64_t document_start(const StoredIntegers& tokens, std::uint64_t at, std::int32_t newline) {
-  const std::uint64_t n = tokens.size();
-  if (at == 0 || at >= n) return std::min(at, n);
-  std::vector<std::int32_t> ids;
-  for (std::uint64_t from = at - 1; from < n; from += ids.size()) {
-    ids.resize(std::min(kBuffer, n - from));
-    tokens.read(from, ids.size(), ids.data());
-    if (const auto nl = std::find(ids.begin(), ids.end(), newline); nl != ids.end()) return from + (nl - ids.begin()) + 1;
-  }
-  return n;
-}
-
-// Writes shard k of `shards` as a Megatron indexed dataset at prefix (via .tmp + rename): the
-// documents that start in the shard's share of the tokens, each ending after a newline.
-// Returns the digest of its .bin and adds its documents to `documents`.
-std::string write_indexed_shard(const Corpus& c, const std::string& prefix, int k, int shards, std::int32_t newline,
-                                std::uint64_t& documents) {
-  const auto [lo, hi] = share(c.tokens.size(), k, shards);
-  const std::uint64_t begin = document_start(c.tokens, lo, newline), end = document_start(c.tokens, hi, newline);
-  try {
-    IndexedWriter w(prefix, c.vocab);
-    std::vector<std::int32_t> ids, document;
-    for (std::uint64_t at = begin; at < end; at += ids.size()) {
-      ids.resize(std::min(kBuffer, end - at));
-      c.tokens.read(at, ids.size(), ids.data());
-      for (const auto id : ids) {
-        document.push_back(id);
-        if (id == newline) w.add_document(document), document.clear(), ++documents;
-      }
-    }
-    if (!document.empty()) w.add_document(document), ++documents;  // the input's last line, without a newline
-    w.finish();
-    Digest digest;
-    std::ifstream bin(prefix + ".bin", std::ios::binary);
-    std::vector<char> buf(1 << 20);
-    while (bin.read(buf.data(), static_cast<std::streamsize>(buf.size())) || bin.gcount() > 0)
-      digest.add(buf.data(), static_cast<std::size_t>(bin.gcount()));
-    return digest.hex_digest();
-  } catch (const std::runtime_error& e) {
-    throw Error("prepare: writing '" + prefix + ".bin/.idx' failed: " + e.what());
-  }
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -372,23 +224,19 @@ std::int32_t document_end(const Tokenizer& tok) {
 
 }  // namespace
 
-std::string sha256_hex(const std::string& bytes) {
-  Digest d;
-  d.add(bytes.data(), bytes.size());
-  return d.hex_digest();
-}
-
 std::string shard_name(int k) {
   char name[32];
   std::snprintf(name, sizeof name, "shard-%06d.h5", k);
   return name;
 }
 
+
 PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   Corpus c;
+  c.source = o.input;
   agree(comm, [&] { c.source_bytes = check_options(o); });
   const std::string lossy = o.tokenizer == "sentencepiece" ? check_fidelity(o, c.source_bytes, comm) : "";
   agree(comm, [&] {  // the model: read, or trained on the input (rank 0; the others get it below)
@@ -402,12 +250,11 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
       &tmp[static_cast<std::size_t>(rank)], [](const std::string* f) { std::filesystem::remove(*f); });
   std::uint64_t encoded = 0;
   LostLines lost;
-  std::int32_t newline = -1;  // megatron: the token that ends a document
   agree(comm, [&] {
     const auto tok = make_tokenizer(o.tokenizer, c.model);
     c.tokenizer = tok->name();
     c.vocab = tok->vocab_size();
-    if (o.format == "megatron") newline = document_end(*tok);
+    if (o.format == "megatron") c.newline = document_end(*tok);
     if (o.tokenizer == "bytes")
       c.tokens = StoredIntegers({{o.input, 0, c.source_bytes, 1, false}});
     else
@@ -422,40 +269,9 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
     for (int r = 0; r < ranks; ++r) parts.push_back({tmp[static_cast<std::size_t>(r)], 0, counts[static_cast<std::size_t>(r)], 4, true});
     agree(comm, [&] { c.tokens = StoredIntegers(parts); });
   }
-  const std::uint64_t n = c.tokens.size();
   PrepareReport r;
   r.lossy = lossy + (lossy.empty() || round_trip.empty() ? "" : "; ") + round_trip;
-  r.tokenizer = c.tokenizer;
-  r.vocab_size = c.vocab;
-  r.source_bytes = c.source_bytes;
-  r.val_tokens = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.val_fraction * static_cast<double>(n)));
-  r.train_tokens = n - std::min(n, r.val_tokens);
-  c.train = r.train_tokens;
-  c.val = r.val_tokens;
-  r.shards = o.shard_size == 0 ? 1 : static_cast<int>(std::max<std::uint64_t>(1, (n + o.shard_size - 1) / o.shard_size));
-  std::vector<std::string> digests(static_cast<std::size_t>(r.shards));
-  agree(comm, [&] {
-    if (n < 2) throw Error("prepare: input file '" + o.input + "' has fewer than 2 tokens");
-    for (int k = rank; k < r.shards; k += ranks) {
-      std::filesystem::path path = o.shard_size > 0 ? std::filesystem::path(o.output) / shard_name(k) : std::filesystem::path(o.output);
-      auto& digest = digests[static_cast<std::size_t>(k)];
-      if (o.format == "megatron")
-        digest = write_indexed_shard(c, o.shard_size > 0 ? path.replace_extension("").string() : o.output, k, r.shards,
-                                     newline, r.documents);
-      else
-        digest = write_shard(o, c, path.string(), k, r.shards);
-    }
-  });
-  if (o.format == "megatron") {  // the reader splits it: every token is counted as train here
-    MPI_Allreduce(MPI_IN_PLACE, &r.documents, 1, MPI_UINT64_T, MPI_SUM, comm);
-    r.train_tokens = n;
-    r.val_tokens = 0;
-  }
-  MPI_Barrier(comm);  // every rank done reading the encoded shares before they are removed
-  std::string joined;  // every shard's digest, in order, on every rank
-  for (int k = 0; k < r.shards; ++k)
-    joined += broadcast_text(digests[static_cast<std::size_t>(k)], comm, k % ranks) + "\n";
-  r.sha256 = r.shards == 1 ? joined.substr(0, joined.size() - 1) : sha256_hex(joined);
+  write_corpus(o, c, r, comm);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/sha256.hpp"
 #include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {

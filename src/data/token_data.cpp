@@ -13,6 +13,7 @@
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/sha256.hpp"
 #include "gridtrain/util/h5.hpp"
 
 namespace gridtrain {

@@ -13,6 +13,7 @@
 #include "gridtrain/data/text_fidelity.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/sha256.hpp"
 #include "gridtrain/util/h5.hpp"
 
 using namespace gridtrain;

@@ -68,9 +68,6 @@ struct PrepareReport {
 /// accept_lossy), or an output cannot be written.
 PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm);
 
-/// Hex SHA-256 of bytes (OpenSSL EVP).
-std::string sha256_hex(const std::string& bytes);
-
 /// Name of shard k in a shard directory: shard-<k, 6 digits>.h5 (megatron: without the extension, the prefix).
 std::string shard_name(int k);
 

@@ -1,4 +1,4 @@
-// Small non-cryptographic hashes for seeds (the corpus checksum is SHA-256, data/prepare).
+// Small non-cryptographic hashes for seeds (the corpus checksum is SHA-256, util/sha256.hpp).
 #pragma once
 #include <cstdint>
 #include <string_view>

@@ -1,0 +1,35 @@
+// The files `gridtrain prepare` writes from a token stream on disk (data/prepare.hpp): HDF5
+// shards with /train and /val, or Megatron indexed datasets of documents. Shared by the text and
+// JSONL inputs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "gridtrain/data/prepare.hpp"
+#include "gridtrain/data/stored_integers.hpp"
+
+namespace gridtrain {
+
+/// A token stream to write, and what every shard records of it.
+struct Corpus {
+  StoredIntegers tokens;  ///< the whole stream, train then val
+  std::uint64_t train = 0, val = 0;
+  std::uint64_t source_bytes = 0;
+  std::string source;            ///< the input file (its name is the source attribute)
+  std::string tokenizer, model;  ///< name, serialized model ("" for bytes)
+  int vocab = 0;
+  /// Megatron: where documents end (token indices, increasing); empty: after each `newline` token.
+  std::vector<std::uint64_t> document_ends;
+  std::int32_t newline = -1;
+};
+
+/// Collective over comm: splits c into train and validation (hdf5: o.val_fraction of the tokens,
+/// the tail) and shards (o.shard_size), writes them (rank r shards r, r + p, ...) in o.format,
+/// each via .tmp + rename, and fills r's token, shard, document and sha256 fields. Throws
+/// gridtrain::Error (the same on every rank) for fewer than 2 tokens or a failed write.
+void write_corpus(const PrepareOptions& o, Corpus& c, PrepareReport& r, MPI_Comm comm);
+
+}  // namespace gridtrain
