@@ -24,6 +24,8 @@ find_package(PkgConfig REQUIRED)
 # SentencePiece (Google's C++ library; Debian libsentencepiece-dev): prepare --tokenizer
 # sentencepiece, its training, and decoding in `gridtrain generate`.
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# Zstandard (Debian libzstd-dev): prepare jsonl reads .jsonl.zst.
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 
 # The GPU path: nvcc for the compression kernels, NCCL for the device backend, from the CUDA
 # toolkit (/usr/local/cuda); LibTorch must be a CUDA build (PyPI's wheel is).

@@ -39,6 +39,10 @@ constexpr const char* kUsage =
     "                     [--val-fraction F] [--shard-size TOKENS]\n"
     "                     [--tokenizer bytes|sentencepiece --sp-model M.model | --train-tokenizer --vocab-size N\n"
     "                      [--character-coverage F]] [--accept-lossy]\n"
+    "  mpirun -np N gridtrain prepare jsonl --input FILE.jsonl[.gz|.zst] --output FILE.h5|PREFIX|DIR [--json-key text]\n"
+    "                     [--append-eod] [--format hdf5|megatron] [--val-fraction F] [--shard-size TOKENS]\n"
+    "                     [--tokenizer bytes|sentencepiece --sp-model M.model] [--accept-lossy]\n"
+    "                                                                 documents from JSON Lines (Megatron's input)\n"
     "  gridtrain prepare idx --images F --labels F --test-images F --test-labels F --output FILE.h5 [--classes N]\n"
     "                                                                 image set from IDX files (.gz or not)\n"
     "  gridtrain predict [-i DECK] --ranks N [--layout DP,TP,PP[,ZERO]] [--device a100|h100|h200|cpu]\n"
@@ -121,29 +125,39 @@ int prepare_idx_main(const std::vector<std::string>& args, Log& log) {
   return 0;
 }
 
-int prepare_text_main(const std::vector<std::string>& args, Log& log) {
-  PrepareOptions o;
-  po::options_description desc("gridtrain prepare text");
-  desc.add_options()("input", po::value(&o.input)->required(), "text file to tokenize")(
+// `prepare text` and `prepare jsonl`'s options (jsonl: --json-key, --append-eod; no training).
+po::options_description prepare_options(PrepareOptions& o, bool jsonl) {
+  po::options_description desc(jsonl ? "gridtrain prepare jsonl" : "gridtrain prepare text");
+  desc.add_options()("input", po::value(&o.input)->required(),
+                     jsonl ? "JSON Lines file of documents (.jsonl, .jsonl.gz or .jsonl.zst)" : "text file to tokenize")(
       "output", po::value(&o.output)->required(),
       "HDF5 file to write (megatron: the prefix P of P.bin and P.idx), or with --shard-size the directory for the shards")(
       "format", po::value(&o.format)->default_value(o.format),
-      "hdf5 | megatron (Megatron-LM's indexed dataset, one document per line; split when read: data.split)")(
+      jsonl ? "hdf5 | megatron (Megatron-LM's indexed dataset, one document per JSON line; split when read: data.split)"
+            : "hdf5 | megatron (Megatron-LM's indexed dataset, one document per line; split when read: data.split)")(
       "val-fraction", po::value(&o.val_fraction)->default_value(o.val_fraction),
       "hdf5: share of the tokens (tail) kept for validation")(
       "shard-size", po::value(&o.shard_size)->default_value(0), "tokens per shard file (0: one file)")(
       "tokenizer", po::value(&o.tokenizer)->default_value(o.tokenizer), "bytes | sentencepiece")(
       "sp-model", po::value(&o.sp_model), "sentencepiece: the tokenizer model file (.model)")(
-      "train-tokenizer", "sentencepiece: train a model on the input first")(
-      "vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "pieces of the model --train-tokenizer trains")(
-      "character-coverage", po::value(&o.character_coverage)->default_value(o.character_coverage),
-      "--train-tokenizer: share of the characters given pieces of their own, (0, 1]; the rarest rest are byte pieces")(
       "accept-lossy", po::bool_switch(&o.accept_lossy),
       "sentencepiece: store text it does not give back unchanged (bytes not UTF-8 -> U+FFFD, U+2581 -> space), warning");
-  const po::variables_map vm = parse_prepare(args, desc);
+  if (jsonl)
+    desc.add_options()("json-key", po::value(&o.json_key)->default_value(o.json_key), "the key of each line's text")(
+        "append-eod", po::bool_switch(&o.append_eod), "end each document with the tokenizer's end-of-document token");
+  else
+    desc.add_options()("train-tokenizer", "sentencepiece: train a model on the input first")(
+        "vocab-size", po::value(&o.vocab_size)->default_value(o.vocab_size), "pieces of the model --train-tokenizer trains")(
+        "character-coverage", po::value(&o.character_coverage)->default_value(o.character_coverage),
+        "--train-tokenizer: share of the characters given pieces of their own, (0, 1]; the rarest rest are byte pieces");
+  return desc;
+}
+
+// The tokenizer options that go together, resolved into o.tokenizer.
+void check_prepare_tokenizer(const po::variables_map& vm, PrepareOptions& o) {
   const bool train = vm.count("train-tokenizer") > 0, model = vm.count("sp-model") > 0;
   if (train && model) throw Error("prepare: give --sp-model or --train-tokenizer, not both");
-  if ((!vm["vocab-size"].defaulted() || !vm["character-coverage"].defaulted()) && !train)
+  if (vm.count("vocab-size") && (!vm["vocab-size"].defaulted() || !vm["character-coverage"].defaulted()) && !train)
     throw Error("prepare: --vocab-size and --character-coverage are for --train-tokenizer");
   if ((train || model) && !vm["tokenizer"].defaulted() && o.tokenizer != "sentencepiece")
     throw Error("prepare: --sp-model and --train-tokenizer are for --tokenizer sentencepiece, not " + o.tokenizer);
@@ -152,13 +166,22 @@ int prepare_text_main(const std::vector<std::string>& args, Log& log) {
                 "read (deck key data.split, e.g. 969,30,1)");
   if (train || model) o.tokenizer = "sentencepiece";
   else if (o.tokenizer == "sentencepiece")
-    throw Error("prepare: --tokenizer sentencepiece needs --sp-model M.model, or --train-tokenizer [--vocab-size N]");
-  const PrepareReport r = prepare_text(o, MPI_COMM_WORLD);
+    throw Error("prepare: --tokenizer sentencepiece needs --sp-model M.model" +
+                std::string(vm.count("vocab-size") ? ", or --train-tokenizer [--vocab-size N]" : ""));
+}
+
+int prepare_tokens_main(const std::vector<std::string>& args, Log& log) {
+  PrepareOptions o;
+  const bool jsonl = args.front() == "jsonl";
+  const po::variables_map vm = parse_prepare(args, prepare_options(o, jsonl));
+  check_prepare_tokenizer(vm, o);
+  const PrepareReport r = jsonl ? prepare_jsonl(o, MPI_COMM_WORLD) : prepare_text(o, MPI_COMM_WORLD);
   if (!r.lossy.empty())
     log.warn("prepare: --accept-lossy: " + o.input + " holds " + r.lossy + "; decoding these tokens does not give the text back");
+  const std::string documents = jsonl || o.format == "megatron" ? " in " + std::to_string(r.documents) + " documents" : "";
   const std::string tokens = o.format == "megatron"
-                                 ? std::to_string(r.train_tokens) + " tokens in " + std::to_string(r.documents) + " documents"
-                                 : std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens";
+                                 ? std::to_string(r.train_tokens) + " tokens" + documents
+                                 : std::to_string(r.train_tokens) + " train + " + std::to_string(r.val_tokens) + " val tokens" + documents;
   log.print("Wrote " + o.output + (o.format == "megatron" && r.shards == 1 ? ".bin/.idx" : "") +
             (r.shards > 1 ? " (" + std::to_string(r.shards) + " shards)" : "") + ": " + tokens + " (" +
             r.tokenizer + ", vocab " + std::to_string(r.vocab_size) + ") from " + std::to_string(r.source_bytes) +
@@ -167,9 +190,10 @@ int prepare_text_main(const std::vector<std::string>& args, Log& log) {
 }
 
 int prepare_main(const std::vector<std::string>& args, Log& log) {
-  if (!args.empty() && args.front() == "text") return prepare_text_main(args, log);
+  if (!args.empty() && (args.front() == "text" || args.front() == "jsonl")) return prepare_tokens_main(args, log);
   if (!args.empty() && args.front() == "idx") return prepare_idx_main(args, log);
-  throw Error("prepare: expected `prepare text` or `prepare idx`; known formats: text, idx\n" + std::string(kUsage));
+  throw Error("prepare: expected `prepare text`, `prepare jsonl` or `prepare idx`; known formats: text, jsonl, idx\n" +
+              std::string(kUsage));
 }
 
 // `gridtrain predict -i DECK --ranks N ...`: the model's options here, deck keys as overrides.

@@ -148,6 +148,30 @@ std::string write_h5_shard(const Corpus& c, const std::string& path, int k, int 
 
 }  // namespace
 
+std::uint64_t check_prepare_options(const PrepareOptions& o) {
+  if (o.format != "hdf5" && o.format != "megatron")
+    throw Error("prepare: --format " + o.format + " is unknown; valid: hdf5, megatron");
+  if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
+    throw Error("prepare: --val-fraction " + std::to_string(o.val_fraction) + " is invalid; valid: 0 < F < 1");
+  if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece")
+    throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece");
+  std::error_code ec;
+  const std::uint64_t bytes = std::filesystem::file_size(o.input, ec);
+  if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
+  if (o.tokenizer != "bytes" && !(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
+    throw Error("prepare: --character-coverage " + std::to_string(o.character_coverage) + " is invalid; valid: 0 < F <= 1");
+  if (o.shard_size > 0) std::filesystem::create_directories(o.output);
+  else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
+    std::filesystem::create_directories(parent);
+  return bytes;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("prepare: cannot read '" + path + "'");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 void write_corpus(const PrepareOptions& o, Corpus& c, PrepareReport& r, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);

@@ -26,6 +26,14 @@ struct Corpus {
   std::int32_t newline = -1;
 };
 
+/// The options every input shares checked (format, tokenizer, val_fraction, character_coverage,
+/// the input readable), the output's directory made; returns the input's size in bytes. Throws
+/// gridtrain::Error naming the option and what is valid.
+std::uint64_t check_prepare_options(const PrepareOptions& o);
+
+/// The whole of a file (a tokenizer model). Throws gridtrain::Error "prepare: cannot read 'PATH'".
+std::string read_file(const std::string& path);
+
 /// Collective over comm: splits c into train and validation (hdf5: o.val_fraction of the tokens,
 /// the tail) and shards (o.shard_size), writes them (rank r shards r, r + p, ...) in o.format,
 /// each via .tmp + rename, and fills r's token, shard, document and sha256 fields. Throws

@@ -26,12 +26,6 @@ namespace {
 
 constexpr std::uint64_t kBuffer = 16ULL << 20;  // tokens (or input bytes) handled at a time
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("prepare: cannot read '" + path + "'");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The first byte of the line that holds byte `at` of fd's `size` bytes, searching forward: at
 // itself when it starts a line, else the byte after the next newline (size if none).
 std::uint64_t line_start(int fd, std::uint64_t at, std::uint64_t size) {
@@ -193,25 +187,6 @@ std::string check_round_trip(const PrepareOptions& o, LostLines& lost, MPI_Comm 
   return found;
 }
 
-// The options checked, the output's directory made; returns the input's size in bytes.
-std::uint64_t check_options(const PrepareOptions& o) {
-  if (o.format != "hdf5" && o.format != "megatron")
-    throw Error("prepare: --format " + o.format + " is unknown; valid: hdf5, megatron");
-  if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
-    throw Error("prepare: --val-fraction " + std::to_string(o.val_fraction) + " is invalid; valid: 0 < F < 1");
-  if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece")
-    throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece");
-  std::error_code ec;
-  const std::uint64_t bytes = std::filesystem::file_size(o.input, ec);
-  if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
-  if (o.tokenizer != "bytes" && !(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
-    throw Error("prepare: --character-coverage " + std::to_string(o.character_coverage) + " is invalid; valid: 0 < F <= 1");
-  if (o.shard_size > 0) std::filesystem::create_directories(o.output);
-  else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
-    std::filesystem::create_directories(parent);
-  return bytes;
-}
-
 // --format megatron: the token that ends a document (a line).
 std::int32_t document_end(const Tokenizer& tok) {
   const auto nl = tok.encode("\n");
@@ -237,7 +212,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   MPI_Comm_size(comm, &ranks);
   Corpus c;
   c.source = o.input;
-  agree(comm, [&] { c.source_bytes = check_options(o); });
+  agree(comm, [&] { c.source_bytes = check_prepare_options(o); });
   const std::string lossy = o.tokenizer == "sentencepiece" ? check_fidelity(o, c.source_bytes, comm) : "";
   agree(comm, [&] {  // the model: read, or trained on the input (rank 0; the others get it below)
     if (o.tokenizer == "sentencepiece" && rank == 0)

@@ -175,6 +175,7 @@ class SentencePiece : public Tokenizer {
   explicit SentencePiece(std::string model) : plugin_(Plugin::get()), model_(std::move(model)) {
     if (const char* error = plugin_.load(model_.data(), model_.size(), &handle_))
       throw Error(std::string("SentencePiece cannot load the tokenizer model: ") + error);
+    eod_ = sentencepiece_spec(model_).eos_id;
   }
   ~SentencePiece() override { plugin_.free(handle_); }
   SentencePiece(const SentencePiece&) = delete;
@@ -198,10 +199,12 @@ class SentencePiece : public Tokenizer {
     return text;
   }
   std::string model() const override { return model_; }
+  std::int32_t eod_id() const override { return eod_; }
 
  private:
   const Plugin& plugin_;
   std::string model_;
+  std::int32_t eod_ = -1;
   void* handle_ = nullptr;
 };
 

@@ -12,14 +12,22 @@ TEXT is a text file (Genesis and Exodus, KJV); its lines, as bytes, are the docu
 2. gridtrain trains on each for 40 steps at dp 2: the training loss falls.
 3. `gridtrain prepare text --format megatron` (one file, then shards from 2 ranks): megatron-core
    reads back one document per line of TEXT, and the shards are the one file's documents in order.
+4. `gridtrain prepare jsonl` of documents with non-ASCII text, emoji, every kind of whitespace and
+   empty documents, plain, gzip and Zstandard, from 1 and 3 ranks: megatron-core reads the
+   non-empty documents' bytes; with a SentencePiece model and --append-eod, each document is
+   SentencePiece's own encoding (its Python module) plus the eos id. Damaged files are refused
+   by file and line.
 """
+import gzip
 import json
 import math
 import os
 import subprocess
 import sys
 
+import h5py
 import numpy as np
+import sentencepiece
 import torch
 from megatron.core.datasets.blended_megatron_dataset_config import (convert_split_vector_to_split_matrix,
                                                                      parse_and_normalize_split)
@@ -36,8 +44,10 @@ def check(ok, what):
         failures.append(what)
 
 
-def run(cmd):
+def run(cmd, expect_ok=True):
     p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if not expect_ok:
+        return p
     if p.returncode != 0:
         sys.exit(f"FAILED: {' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return p.stdout
@@ -109,6 +119,55 @@ check(len(shards) > 1 and together == lines, f"{len(shards)} shards from 2 ranks
 mine = gridtrain_view(f"{WORK}/gt_shards", "-", "256")
 whole = gridtrain_view(f"{WORK}/gt", "-", "256")
 check(mine == whole, "gridtrain reads the shards as the one file (default split 969,30,1)")
+
+# 4. JSON Lines documents.
+texts = ["In the beginning God created the heaven and the earth.\n", "", "Ünïcödé — “quotes”, 日本語, emoji 🙂🚀",
+         "tabs\tand\r\nCRLF, no-break\u00a0space, ideographic\u3000space,  two  spaces\n\n", "   ", "line\u2028sep"]
+texts += [" ".join(line.decode() for line in map(bytes, lines[i:i + 5])) for i in range(0, 400, 5)]
+texts.append("")
+jsonl = f"{WORK}/docs.jsonl"
+with open(jsonl, "w") as f:
+    for i, t in enumerate(texts):
+        f.write(json.dumps({"id": i, "text": t}, ensure_ascii=i % 2 == 0) + "\n")
+        if i == 3:
+            f.write("\n")  # a blank line: no document
+with open(jsonl, "rb") as f, gzip.open(jsonl + ".gz", "wb") as g:
+    g.write(f.read())
+run(["zstd", "-q", "-f", jsonl, "-o", jsonl + ".zst"])
+nonempty = [list(t.encode()) for t in texts if t]
+for source in (jsonl, jsonl + ".gz", jsonl + ".zst"):
+    for ranks in (1, 3):
+        prefix = f"{WORK}/docs_{ranks}_{os.path.basename(source)}"
+        run([MPIEXEC, "-n", ranks, "--oversubscribe", GRIDTRAIN, "prepare", "jsonl", "--input", source,
+             "--output", prefix, "--format", "megatron"])
+        got = IndexedDataset(prefix)
+        check([list(map(int, got[d])) for d in range(len(got))] == nonempty,
+              f"prepare jsonl {os.path.basename(source)} from {ranks} rank(s): megatron-core reads the "
+              f"{len(nonempty)} non-empty documents' bytes")
+# SentencePiece, with an end-of-document token.
+run([GRIDTRAIN, "prepare", "text", "--input", TEXT, "--output", f"{WORK}/sp.h5", "--train-tokenizer", "--vocab-size", "600"])
+with h5py.File(f"{WORK}/sp.h5") as f:
+    open(f"{WORK}/sp.model", "wb").write(bytes(f["/tokenizer/model"][()]))
+sp = sentencepiece.SentencePieceProcessor(model_file=f"{WORK}/sp.model")
+run([MPIEXEC, "-n", 2, "--oversubscribe", GRIDTRAIN, "prepare", "jsonl", "--input", jsonl + ".zst", "--output",
+     f"{WORK}/docs_sp", "--format", "megatron", "--sp-model", f"{WORK}/sp.model", "--append-eod"])
+got = IndexedDataset(f"{WORK}/docs_sp")
+want = [sp.encode(t) + [sp.eos_id()] for t in texts if sp.encode(t)]
+check(sp.eos_id() >= 0 and [list(map(int, got[d])) for d in range(len(got))] == want,
+      f"prepare jsonl --sp-model --append-eod: {len(want)} documents are SentencePiece's ids + eos {sp.eos_id()}")
+# Damaged input, refused by file and line (line 2 of each).
+for name, body, message in [("notjson", '{"text": "a"}\n{"text": "b"\n', "bad2.jsonl:2: not JSON"),
+                            ("array", '{"text": "a"}\n["b"]\n', "bad2.jsonl:2: a JSON array, not an object"),
+                            ("nokey", '{"text": "a"}\n{"body": "b"}\n', "bad2.jsonl:2: no key \"text\""),
+                            ("number", '{"text": "a"}\n{"text": 7}\n', "bad2.jsonl:2: \"text\" is a JSON number")]:
+    bad = f"{WORK}/bad2.jsonl"
+    open(bad, "w").write(body)
+    p = run([GRIDTRAIN, "prepare", "jsonl", "--input", bad, "--output", f"{WORK}/bad"], expect_ok=False)
+    check(p.returncode != 0 and message in p.stderr + p.stdout, f"{name}: refused with '{message}'")
+truncated = f"{WORK}/truncated.jsonl.zst"
+open(truncated, "wb").write(open(jsonl + ".zst", "rb").read()[:-20])
+p = run([GRIDTRAIN, "prepare", "jsonl", "--input", truncated, "--output", f"{WORK}/bad"], expect_ok=False)
+check(p.returncode != 0 and "truncated.jsonl.zst" in p.stderr + p.stdout, "a truncated .zst is refused by name")
 
 if failures:
     sys.exit(f"{len(failures)} check(s) failed")

@@ -46,6 +46,8 @@ struct PrepareOptions {
   int vocab_size = 8192;      ///< sentencepiece trained here: pieces
   double character_coverage = 0.9995;  ///< sentencepiece trained here: share of characters given pieces, (0, 1]
   bool accept_lossy = false;  ///< sentencepiece: store text it cannot give back unchanged (text_fidelity.hpp)
+  std::string json_key = "text";  ///< jsonl: the key of each line's document text
+  bool append_eod = false;        ///< jsonl: end each non-empty document with the tokenizer's end-of-document token
 };
 
 struct PrepareReport {
@@ -67,6 +69,18 @@ struct PrepareReport {
 /// input holds what SentencePiece would not give back unchanged (counted and located; unless
 /// accept_lossy), or an output cannot be written.
 PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm);
+
+/// `gridtrain prepare jsonl`: the documents of a JSON Lines file (data/jsonl.hpp: plain, .gz or
+/// .zst), each encoded alone as Megatron's preprocess_data.py does, o.append_eod appending the
+/// tokenizer's end-of-document token to each that is not empty; empty documents hold no tokens and
+/// are dropped. Written as prepare_text writes (o.format, shards), a Megatron dataset with one
+/// document per JSON line. Collective over comm: rank r encodes the r-th contiguous share of the
+/// documents (every rank reads the file up to its share's end). Throws gridtrain::Error (the same
+/// on every rank) for what prepare_text refuses, a line that is not such a document (naming file
+/// and line), --append-eod with a tokenizer that has no end-of-document token (bytes), --train-
+/// tokenizer (train on a text file), and documents SentencePiece does not give back unchanged
+/// (counted, the first named by line; unless accept_lossy).
+PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm);
 
 /// Name of shard k in a shard directory: shard-<k, 6 digits>.h5 (megatron: without the extension, the prefix).
 std::string shard_name(int k);

@@ -19,6 +19,8 @@ class Tokenizer {
   virtual std::string decode(const std::vector<std::int32_t>& ids) const = 0;
   /// The serialized model ("" for bytes): what a data file or a checkpoint stores.
   virtual std::string model() const = 0;
+  /// The end-of-document token (SentencePiece's eos piece, </s>), or -1 when there is none (bytes).
+  virtual std::int32_t eod_id() const { return -1; }
 };
 
 /// The tokenizer `name` with serialized `model` (ignored for bytes). Throws gridtrain::Error for
