@@ -2,7 +2,10 @@
 // else running (layout-independent sampling, a pread per window, the loader thread keeping DEPTH
 // batches ready), from a corpus whose pages were first dropped from the page cache.
 //
-//   mpiexec -n P bench_data_loader CORPUS T ROWS BATCHES [DEPTH]
+//   mpiexec -n P bench_data_loader CORPUS T ROWS BATCHES [DEPTH [VOCAB]]
+//
+// CORPUS is any data.path: an HDF5 corpus, or Megatron indexed datasets, whose tokens are checked
+// against VOCAB (model.vocab_size: their index records none).
 //
 // Each rank reads BATCHES batches of ROWS windows of T + 1 tokens, as dp rank r of P would
 // (rows r·ROWS.. of each global batch), and prints tokens/s (T tokens per window, as the summary
@@ -22,12 +25,12 @@
 using namespace gridtrain;
 
 int main(int argc, char** argv) {
-  const auto world = bench::start(argc, argv, 5, "bench_data_loader CORPUS T ROWS BATCHES [DEPTH]");
+  const auto world = bench::start(argc, argv, 5, "bench_data_loader CORPUS T ROWS BATCHES [DEPTH [VOCAB]]");
   if (!world.ok) return 2;
   const int rank = world.rank, size = world.size;
   const int T = std::atoi(argv[2]), rows = std::atoi(argv[3]), batches = std::atoi(argv[4]);
-  const int depth = argc > 5 ? std::atoi(argv[5]) : 2;
-  const TokenData data = load_tokens(argv[1], MPI_COMM_WORLD, static_cast<std::size_t>(T) + 1, "");
+  const int depth = argc > 5 ? std::atoi(argv[5]) : 2, vocab = argc > 6 ? std::atoi(argv[6]) : 0;
+  const TokenData data = load_tokens(argv[1], MPI_COMM_WORLD, static_cast<std::size_t>(T) + 1, "", {"", vocab});
   if (rank == 0)
     for (const auto& f : data.files) bench::drop_cache(f);
   MPI_Barrier(MPI_COMM_WORLD);
