@@ -205,7 +205,6 @@ std::string shard_name(int k) {
   return name;
 }
 
-
 PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
