@@ -18,7 +18,7 @@ std::array<double, 3> split_weights(const std::string& text) {
     const std::size_t end = std::min(text.find(',', begin), text.size());
     const std::string item = text.substr(begin, end - begin);
     std::smatch m;
-    if (!std::regex_match(item, m, number)) throw Error(where + "'" + item + "' is not a non-negative number" + valid);
+    if (!std::regex_match(item, m, number)) throw Error(where + "'" + item + "' is not a non-negative decimal number (digits and one '.', no exponent)" + valid);
     w.push_back(std::stod(m[1].str()));
     if (end == text.size()) break;
     begin = end + 1;

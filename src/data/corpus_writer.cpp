@@ -9,6 +9,7 @@
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/indexed_dataset.hpp"
 #include "gridtrain/data/sampler.hpp"
+#include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
 #include "gridtrain/util/sha256.hpp"
@@ -84,10 +85,11 @@ std::string file_digest(const std::string& path) {
 
 // Shard k of `shards` of c as a Megatron indexed dataset at prefix (via .tmp + rename): the
 // documents that start in the shard's share of the tokens. Returns the digest of its .bin and
-// adds its documents to `documents`.
+// adds its documents to `documents`; "" (and no files) when no document starts in the share.
 std::string write_indexed_shard(const Corpus& c, const std::string& prefix, int k, int shards, std::uint64_t& documents) {
   const auto [lo, hi] = share(c.tokens.size(), k, shards);
   const std::uint64_t begin = document_start(c, lo), end = document_start(c, hi);
+  if (begin == end) return "";  // no document starts in this share (a longer one spans it): no files
   try {
     IndexedWriter w(prefix, c.vocab);
     auto next_end = std::upper_bound(c.document_ends.begin(), c.document_ends.end(), begin);  // given ends
@@ -160,6 +162,15 @@ std::uint64_t check_prepare_options(const PrepareOptions& o) {
   if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
   if (o.tokenizer != "bytes" && !(o.character_coverage > 0.0 && o.character_coverage <= 1.0))
     throw Error("prepare: --character-coverage " + std::to_string(o.character_coverage) + " is invalid; valid: 0 < F <= 1");
+  if (o.shard_size == 0 && std::filesystem::is_directory(o.output))
+    throw Error("prepare: --output " + o.output + " is a directory; give a file name (megatron: a prefix P for P.bin "
+                "and P.idx), or --shard-size to write shards into it");
+  if (o.format == "megatron")
+    for (const char* ext : {".bin", ".idx", ".h5"})
+      if (o.output.ends_with(ext))
+        throw Error("prepare: --output " + o.output + ": give the prefix P of a Megatron dataset (it writes P.bin and "
+                    "P.idx), without " + ext);
+  if (o.json_key.empty()) throw Error("prepare: --json-key is empty; give the key of each line's text (e.g. text)");
   if (o.shard_size > 0) std::filesystem::create_directories(o.output);
   else if (const auto parent = std::filesystem::path(o.output).parent_path(); !parent.empty())
     std::filesystem::create_directories(parent);
@@ -170,6 +181,15 @@ std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("prepare: cannot read '" + path + "'");
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::unique_ptr<Tokenizer> tokenizer_for(const PrepareOptions& o, const std::string& model) {
+  try {
+    return make_tokenizer(o.tokenizer, model);
+  } catch (const Error& e) {
+    if (o.sp_model.empty()) throw;
+    throw Error("prepare: --sp-model " + o.sp_model + ": " + e.what());
+  }
 }
 
 void write_corpus(const PrepareOptions& o, Corpus& c, PrepareReport& r, MPI_Comm comm) {
@@ -204,9 +224,12 @@ void write_corpus(const PrepareOptions& o, Corpus& c, PrepareReport& r, MPI_Comm
     r.val_tokens = 0;
   }
   MPI_Barrier(comm);  // every rank done reading the encoded shares before they are removed
-  std::string joined;  // every shard's digest, in order, on every rank
+  std::string joined;  // every written shard's digest, in order, on every rank
+  int written = 0;
   for (int k = 0; k < r.shards; ++k)
-    joined += broadcast_text(digests[static_cast<std::size_t>(k)], comm, k % ranks) + "\n";
+    if (const auto digest = broadcast_text(digests[static_cast<std::size_t>(k)], comm, k % ranks); !digest.empty())
+      joined += digest + "\n", ++written;
+  r.shards = written;
   r.sha256 = r.shards == 1 ? joined.substr(0, joined.size() - 1) : sha256_hex(joined);
 }
 

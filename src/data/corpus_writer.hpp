@@ -3,6 +3,7 @@
 // JSONL inputs.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "gridtrain/data/prepare.hpp"
 #include "gridtrain/data/stored_integers.hpp"
+#include "gridtrain/data/tokenizer.hpp"
 
 namespace gridtrain {
 
@@ -34,8 +36,13 @@ std::uint64_t check_prepare_options(const PrepareOptions& o);
 /// The whole of a file (a tokenizer model). Throws gridtrain::Error "prepare: cannot read 'PATH'".
 std::string read_file(const std::string& path);
 
+/// The tokenizer o.tokenizer with serialized `model`. Throws gridtrain::Error naming o.sp_model's
+/// file when SentencePiece cannot load it (a file that is not a model).
+std::unique_ptr<Tokenizer> tokenizer_for(const PrepareOptions& o, const std::string& model);
+
 /// Collective over comm: splits c into train and validation (hdf5: o.val_fraction of the tokens,
-/// the tail) and shards (o.shard_size), writes them (rank r shards r, r + p, ...) in o.format,
+/// the tail) and shards (o.shard_size; megatron: a shard in which no document starts is not
+/// written), writes them (rank r shards r, r + p, ...) in o.format,
 /// each via .tmp + rename, and fills r's token, shard, document and sha256 fields. Throws
 /// gridtrain::Error (the same on every rank) for fewer than 2 tokens or a failed write.
 void write_corpus(const PrepareOptions& o, Corpus& c, PrepareReport& r, MPI_Comm comm);

@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -45,10 +46,13 @@ class Gzip : public JsonlReader::Source {
   ~Gzip() override { gzclose(gz_); }
   std::size_t read(char* out, std::size_t n) override {
     const int got = gzread(gz_, out, static_cast<unsigned>(n));
-    if (got < 0) {
-      int code = 0;
-      throw Error(file_ + ": damaged gzip stream: " + gzerror(gz_, &code));
-    }
+    int code = Z_OK;
+    const char* why = gzerror(gz_, &code);
+    // gzread passes a file that is not gzip through as it is (gzdirect), and reports a stream cut
+    // short only through gzerror (Z_BUF_ERROR) while returning what it has.
+    if (gzdirect(gz_)) throw Error(file_ + ": not gzip (no gzip header), though named .gz");
+    if (got < 0 || (code != Z_OK && code != Z_STREAM_END))
+      throw Error(file_ + ": damaged gzip stream: " + why + (code == Z_BUF_ERROR ? " (truncated)" : ""));
     return static_cast<std::size_t>(got);
   }
 
@@ -90,6 +94,24 @@ class Zstd : public JsonlReader::Source {
   ZSTD_inBuffer input_{nullptr, 0, 0};
   std::size_t last_ = 0;  // 0: the last frame is complete
 };
+
+// A parser message fit for a terminal: at most 240 bytes (it quotes what it last read, which can
+// be a whole line), bytes outside printable ASCII as \xNN.
+std::string printable(const std::string& text) {
+  std::string out;
+  std::size_t i = 0;
+  for (; i < text.size() && out.size() < 240; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    }
+  }
+  return i < text.size() ? out + "..." : out;
+}
 
 }  // namespace
 
@@ -136,8 +158,8 @@ bool JsonlReader::next(std::string& text) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(line_text_);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(where + "not JSON (" + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (a number like 1e999)
+    throw Error(where + "not JSON (" + printable(e.what()) + ")");
   }
   if (!doc.is_object()) throw Error(where + "a JSON " + doc.type_name() + ", not an object {\"" + key_ + "\": \"...\"}");
   const auto value = doc.find(key_);

@@ -225,7 +225,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   std::uint64_t encoded = 0;
   LostLines lost;
   agree(comm, [&] {
-    const auto tok = make_tokenizer(o.tokenizer, c.model);
+    const auto tok = tokenizer_for(o, c.model);
     c.tokenizer = tok->name();
     c.vocab = tok->vocab_size();
     if (o.format == "megatron") c.newline = document_end(*tok);

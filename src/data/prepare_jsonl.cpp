@@ -93,7 +93,7 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
       &tmp, [](const std::string* f) { std::filesystem::remove(*f); });
   Share mine;
   agree(comm, [&] {
-    const auto tok = make_tokenizer(o.tokenizer, c.model);
+    const auto tok = tokenizer_for(o, c.model);
     c.tokenizer = tok->name();
     c.vocab = tok->vocab_size();
     if (o.append_eod && tok->eod_id() < 0)
@@ -111,9 +111,13 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
               std::to_string(lossy[1]) + ")";
     if (!o.accept_lossy)
       throw Error("prepare: '" + o.input + "' holds " + r.lossy + " with the SentencePiece model '" + o.sp_model +
-                  "': use a model trained with --byte_fallback=true, or pass --accept-lossy to store the text so");
+                  "': without byte fallback it has no pieces for some characters, and no model carries U+2581 (its "
+                  "space symbol). Use a model trained with --byte_fallback=true, or pass --accept-lossy to store "
+                  "the text so");
   }
   c.document_ends = document_ends(mine, comm);
+  if (c.document_ends.empty())
+    throw Error("prepare: '" + o.input + "': none of its " + std::to_string(documents) + " document(s) holds any text");
   std::vector<unsigned long long> counts(static_cast<std::size_t>(ranks));
   unsigned long long n = mine.tokens;
   MPI_Allgather(&n, 1, MPI_UNSIGNED_LONG_LONG, counts.data(), 1, MPI_UNSIGNED_LONG_LONG, comm);

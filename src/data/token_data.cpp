@@ -128,7 +128,8 @@ std::vector<Shard> describe_h5_corpus(const std::string& path, const std::string
   const auto files = corpus_files(path);
   const bool pattern = std::filesystem::is_directory(path) || path.find_first_of("*?[") != std::string::npos;
   if (files.empty())
-    throw Error(where + (pattern ? "no shard files (*.h5 or Megatron *.idx) match. " : "file not found. ") + prepare_hint);
+    throw Error(where + (pattern ? "no shard files (*.h5 or Megatron *.idx) match. "
+                                 : "file not found (nor a Megatron dataset: no " + path + ".idx). ") + prepare_hint);
   std::vector<Shard> shards;
   for (const auto& f : files) {
     const std::string at = files.size() > 1 ? where + "shard '" + f + "': " : where;
@@ -162,6 +163,8 @@ std::vector<Shard> describe_h5_corpus(const std::string& path, const std::string
 std::vector<std::string> indexed_prefixes(const std::string& path) {
   namespace fs = std::filesystem;
   if (fs::is_regular_file(path + ".idx")) return {path};
+  if (path.ends_with(".bin") && fs::is_regular_file(path.substr(0, path.size() - 4) + ".idx"))
+    return {path.substr(0, path.size() - 4)};  // the data file named instead of the prefix
   std::vector<std::string> prefixes;
   const bool directory = fs::is_directory(path);
   for (const auto& f : directory ? std::vector<std::string>{} : corpus_files(path))
@@ -187,10 +190,8 @@ std::vector<Shard> describe_indexed_corpus(const std::vector<std::string>& prefi
     }
     documents += sets.back().documents;
   }
-  const auto ranges = split_ranges(split.empty() ? kMegatronSplit : split, documents);
-  if (ranges[1].first == ranges[1].second)
-    throw Error(where + "data.split = '" + (split.empty() ? kMegatronSplit : split) + "' leaves no validation document of " +
-                std::to_string(documents) + "; give the validation split a weight (e.g. 969,30,1)");
+  const std::string weights = split.empty() ? kMegatronSplit : split;
+  const auto ranges = split_ranges(weights, documents);
   std::vector<Shard> shards;
   std::uint64_t first = 0;  // the set's first document in the corpus
   for (const auto& d : sets) {
@@ -215,6 +216,10 @@ std::vector<Shard> describe_indexed_corpus(const std::vector<std::string>& prefi
     shards.push_back(std::move(s));
     first += d.documents;
   }
+  if (documents == 0) throw Error(where + "the Megatron dataset holds no documents (D = 0 in its index)");
+  if (ranges[1].first == ranges[1].second)
+    throw Error(where + "data.split = '" + weights + "' leaves no validation document of " + std::to_string(documents) +
+                "; give the validation split a larger weight (e.g. 969,30,1)");
   return shards;
 }
 
@@ -228,6 +233,8 @@ std::vector<Shard> describe_corpus(const std::string& path, const std::string& s
   agree(comm, [&] {
     if (rank != 0) return;
     const auto prefixes = indexed_prefixes(path);
+    if (!prefixes.empty() && std::filesystem::is_directory(path) && !corpus_files(path).empty())
+      throw Error(where + "holds both HDF5 shards (*.h5) and Megatron indexes (*.idx); keep one kind per directory");
     const auto shards = prefixes.empty() ? describe_h5_corpus(path, where, prepare_hint)
                                          : describe_indexed_corpus(prefixes, split, where);
     if (prefixes.empty() && !split.empty())
@@ -267,8 +274,13 @@ TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_to
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
   agree(comm, [&] {
-    d.train = StoredIntegers(parts[0]);
-    d.val = StoredIntegers(parts[1]);
+    try {
+      d.train = StoredIntegers(parts[0]);
+      d.val = StoredIntegers(parts[1]);
+    } catch (const Error& e) {  // e.g. more shard files than open files allowed
+      throw Error(where + e.what() + " (" + std::to_string(shards.size()) + " files, each held open; raise `ulimit -n` "
+                  "or write fewer, larger shards)");
+    }
     for (int i = 0; i < 2; ++i) {
       const StoredIntegers& split = i == 0 ? d.train : d.val;
       const std::string name = d.format == "megatron" ? std::string(i == 0 ? "the training" : "the validation") +

@@ -164,10 +164,23 @@ for name, body, message in [("notjson", '{"text": "a"}\n{"text": "b"\n', "bad2.j
     open(bad, "w").write(body)
     p = run([GRIDTRAIN, "prepare", "jsonl", "--input", bad, "--output", f"{WORK}/bad"], expect_ok=False)
     check(p.returncode != 0 and message in p.stderr + p.stdout, f"{name}: refused with '{message}'")
-truncated = f"{WORK}/truncated.jsonl.zst"
-open(truncated, "wb").write(open(jsonl + ".zst", "rb").read()[:-20])
-p = run([GRIDTRAIN, "prepare", "jsonl", "--input", truncated, "--output", f"{WORK}/bad"], expect_ok=False)
-check(p.returncode != 0 and "truncated.jsonl.zst" in p.stderr + p.stdout, "a truncated .zst is refused by name")
+for name, data, message in [("truncated.jsonl.zst", open(jsonl + ".zst", "rb").read()[:-20], "ends inside a frame"),
+                            ("truncated.jsonl.gz", open(jsonl + ".gz", "rb").read()[:-300], "(truncated)"),
+                            ("plain.jsonl.gz", open(jsonl, "rb").read(), "not gzip")]:
+    open(f"{WORK}/{name}", "wb").write(data)
+    p = run([GRIDTRAIN, "prepare", "jsonl", "--input", f"{WORK}/{name}", "--output", f"{WORK}/bad"], expect_ok=False)
+    check(p.returncode != 0 and name in p.stderr and message in p.stderr, f"{name} is refused: '{message}'")
+# Outputs that would land somewhere unexpected are refused; a data file named for its prefix is read.
+for output, message in [(f"{WORK}/bad.bin", "without .bin"), (WORK, "is a directory")]:
+    p = run([GRIDTRAIN, "prepare", "jsonl", "--input", jsonl, "--output", output, "--format", "megatron"], expect_ok=False)
+    check(p.returncode != 0 and message in p.stderr, f"--output {os.path.basename(output)}: refused ('{message}')")
+check(gridtrain_view(f"{WORK}/gt.bin", "-", "256") == whole, "data.path = P.bin reads the dataset P")
+# Shards smaller than a document: only shards in which a document starts are written.
+run([GRIDTRAIN, "prepare", "jsonl", "--input", jsonl, "--output", f"{WORK}/tiny_shards", "--format", "megatron",
+     "--shard-size", "7"])
+tiny = sorted(f[:-4] for f in os.listdir(f"{WORK}/tiny_shards") if f.endswith(".idx"))
+sizes = [len(IndexedDataset(f"{WORK}/tiny_shards/{p}")) for p in tiny]
+check(sum(sizes) == len(nonempty) and min(sizes) > 0, f"--shard-size 7: {len(tiny)} shards, none empty")
 
 if failures:
     sys.exit(f"{len(failures)} check(s) failed")

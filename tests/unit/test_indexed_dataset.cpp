@@ -115,6 +115,10 @@ TEST_CASE("Megatron shards in a directory read as one corpus, split over all doc
     for (int d = 10 * k; d < 10 * (k + 1); ++d) w.add_document(one[static_cast<std::size_t>(d)]);
     w.finish();
   }
+  // One kind per directory: HDF5 shards beside the indexes are refused, not silently ignored.
+  std::filesystem::copy_file(test::make_corpus(dir, 4000), dir + "/shards/extra.h5");
+  CHECK_THAT(load_error(dir + "/shards"), Catch::Contains("holds both HDF5 shards"));
+  std::filesystem::remove(dir + "/shards/extra.h5");
   for (const char* split : {"2,1", "969,30,1", "1,4"}) {
     const auto whole = load_tokens(dir + "/one", MPI_COMM_SELF, 2, "", {split, 300});
     const auto cut = load_tokens(dir + "/shards", MPI_COMM_SELF, 2, "", {split, 300});
@@ -133,7 +137,7 @@ TEST_CASE("malformed Megatron datasets are refused by file and offset", "[indexe
   };
   const std::uint64_t S = 12, lengths_at = 34, pointers_at = lengths_at + 4 * S, documents_at = pointers_at + 8 * S;
   CHECK(load_error(fresh("good")).empty());
-  CHECK_THAT(load_error(dir + "/absent"), Catch::Contains("file not found. HINT"));
+  CHECK_THAT(load_error(dir + "/absent"), Catch::Contains("file not found (nor a Megatron dataset") && Catch::Contains("HINT"));
   {
     const auto p = fresh("magic");
     poke<char>(p + ".idx", 0, 'X');
@@ -175,6 +179,11 @@ TEST_CASE("malformed Megatron datasets are refused by file and offset", "[indexe
     const auto p = fresh("decreasing");
     poke<std::int64_t>(p + ".idx", documents_at + 8 * 6, 2);
     CHECK_THAT(load_error(p), Catch::Contains("document index 6 = 2") && Catch::Contains("must not decrease"));
+  }
+  {
+    const std::string p = dir + "/empty";
+    IndexedWriter(p, 300).finish();
+    CHECK_THAT(load_error(p), Catch::Contains("holds no documents"));
   }
   {
     const auto p = fresh("size");
