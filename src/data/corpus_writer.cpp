@@ -183,6 +183,29 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+EncodedShare::EncodedShare(const PrepareOptions& o, MPI_Comm comm) : comm_(comm) {
+  int ranks = 1;
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &ranks);
+  for (int r = 0; r < ranks; ++r) files_.push_back(o.output + ".tokens." + std::to_string(r));
+}
+
+EncodedShare::~EncodedShare() {
+  std::error_code ignored;
+  std::filesystem::remove(file(), ignored);
+}
+
+StoredIntegers EncodedShare::stream(std::uint64_t ids) const {
+  std::vector<unsigned long long> counts(files_.size());
+  unsigned long long mine = ids;
+  MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, counts.data(), 1, MPI_UNSIGNED_LONG_LONG, comm_);
+  std::vector<StoredIntegers::Part> parts;
+  for (std::size_t r = 0; r < files_.size(); ++r) parts.push_back({files_[r], 0, counts[r], 4, true});
+  StoredIntegers out;
+  agree(comm_, [&] { out = StoredIntegers(parts); });
+  return out;
+}
+
 std::unique_ptr<Tokenizer> tokenizer_for(const PrepareOptions& o, const std::string& model) {
   try {
     return make_tokenizer(o.tokenizer, model);

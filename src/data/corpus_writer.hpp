@@ -33,6 +33,26 @@ struct Corpus {
 /// gridtrain::Error naming the option and what is valid.
 std::uint64_t check_prepare_options(const PrepareOptions& o);
 
+/// This rank's encoded share of the input: int32 ids, raw, in the scratch file o.output.tokens.<rank>,
+/// removed when the share goes out of scope (after write_corpus has read every share).
+class EncodedShare {
+ public:
+  EncodedShare(const PrepareOptions& o, MPI_Comm comm);
+  ~EncodedShare();
+  EncodedShare(const EncodedShare&) = delete;
+  EncodedShare& operator=(const EncodedShare&) = delete;
+
+  const std::string& file() const { return files_[static_cast<std::size_t>(rank_)]; }
+  /// Collective over comm: every rank's share (this one holds `ids` ids), in rank order, as one
+  /// stream. Throws gridtrain::Error (the same on every rank) when a file cannot be opened.
+  StoredIntegers stream(std::uint64_t ids) const;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  std::vector<std::string> files_;
+};
+
 /// The whole of a file (a tokenizer model). Throws gridtrain::Error "prepare: cannot read 'PATH'".
 std::string read_file(const std::string& path);
 

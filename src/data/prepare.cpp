@@ -218,10 +218,7 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
       c.model = o.sp_model.empty() ? train_sentencepiece(o.input, o.vocab_size, o.character_coverage) : read_file(o.sp_model);
   });
   c.model = broadcast_text(c.model, comm);
-  std::vector<std::string> tmp;  // sentencepiece: every rank's encoded share, removed on the way out
-  for (int r = 0; r < ranks; ++r) tmp.push_back(o.output + ".tokens." + std::to_string(r));
-  const std::unique_ptr<const std::string, void (*)(const std::string*)> remove_mine(
-      &tmp[static_cast<std::size_t>(rank)], [](const std::string* f) { std::filesystem::remove(*f); });
+  const EncodedShare scratch(o, comm);  // sentencepiece: this rank's encoded ids
   std::uint64_t encoded = 0;
   LostLines lost;
   agree(comm, [&] {
@@ -232,17 +229,10 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
     if (o.tokenizer == "bytes")
       c.tokens = StoredIntegers({{o.input, 0, c.source_bytes, 1, false}});
     else
-      encoded = encode_share(*tok, o.input, c.source_bytes, tmp[static_cast<std::size_t>(rank)], rank, ranks, lost);
+      encoded = encode_share(*tok, o.input, c.source_bytes, scratch.file(), rank, ranks, lost);
   });
   const std::string round_trip = check_round_trip(o, lost, comm);
-  if (o.tokenizer != "bytes") {  // the shares' lengths, then one stream over all of them
-    std::vector<unsigned long long> counts(static_cast<std::size_t>(ranks));
-    unsigned long long mine = encoded;
-    MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, counts.data(), 1, MPI_UNSIGNED_LONG_LONG, comm);
-    std::vector<StoredIntegers::Part> parts;
-    for (int r = 0; r < ranks; ++r) parts.push_back({tmp[static_cast<std::size_t>(r)], 0, counts[static_cast<std::size_t>(r)], 4, true});
-    agree(comm, [&] { c.tokens = StoredIntegers(parts); });
-  }
+  if (o.tokenizer != "bytes") c.tokens = scratch.stream(encoded);
   PrepareReport r;
   r.lossy = lossy + (lossy.empty() || round_trip.empty() ? "" : "; ") + round_trip;
   write_corpus(o, c, r, comm);

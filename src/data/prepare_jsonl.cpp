@@ -1,7 +1,5 @@
 // `gridtrain prepare jsonl` (data/prepare.hpp): JSON Lines documents into tokens.
-#include <filesystem>
 #include <fstream>
-#include <memory>
 #include <vector>
 
 #include "corpus_writer.hpp"
@@ -88,9 +86,7 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
   });
   c.model = broadcast_text(c.model, comm);
   const std::uint64_t documents = count_documents(o, comm);
-  const std::string tmp = o.output + ".tokens." + std::to_string(rank);
-  const std::unique_ptr<const std::string, void (*)(const std::string*)> remove_mine(
-      &tmp, [](const std::string* f) { std::filesystem::remove(*f); });
+  const EncodedShare scratch(o, comm);
   Share mine;
   agree(comm, [&] {
     const auto tok = tokenizer_for(o, c.model);
@@ -100,7 +96,7 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
       throw Error("prepare: --append-eod: the " + c.tokenizer + " tokenizer has no end-of-document token; use a "
                   "SentencePiece model with an eos piece (</s>)");
     const auto [begin, end] = share(documents, rank, ranks);
-    mine = encode_documents(o, *tok, o.append_eod ? tok->eod_id() : -1, begin, end, tmp);
+    mine = encode_documents(o, *tok, o.append_eod ? tok->eod_id() : -1, begin, end, scratch.file());
   });
   unsigned long long lossy[2] = {mine.lossy, mine.lossy > 0 ? mine.first_lossy_line : ~0ULL};
   MPI_Allreduce(MPI_IN_PLACE, &lossy[0], 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);
@@ -118,13 +114,7 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
   c.document_ends = document_ends(mine, comm);
   if (c.document_ends.empty())
     throw Error("prepare: '" + o.input + "': none of its " + std::to_string(documents) + " document(s) holds any text");
-  std::vector<unsigned long long> counts(static_cast<std::size_t>(ranks));
-  unsigned long long n = mine.tokens;
-  MPI_Allgather(&n, 1, MPI_UNSIGNED_LONG_LONG, counts.data(), 1, MPI_UNSIGNED_LONG_LONG, comm);
-  std::vector<StoredIntegers::Part> parts;
-  for (int q = 0; q < ranks; ++q)
-    parts.push_back({o.output + ".tokens." + std::to_string(q), 0, counts[static_cast<std::size_t>(q)], 4, true});
-  agree(comm, [&] { c.tokens = StoredIntegers(parts); });
+  c.tokens = scratch.stream(mine.tokens);
   if (o.format != "megatron") r.documents = c.document_ends.size();
   write_corpus(o, c, r, comm);
   return r;
