@@ -214,7 +214,6 @@ void IndexedWriter::add_document(std::span<const std::int32_t> tokens) {
   bin_.write(reinterpret_cast<const char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
   if (!bin_) throw io_error("writing " + prefix_ + ".bin.tmp failed");
   lengths_.push_back(static_cast<std::int32_t>(tokens.size()));
-  tokens_ += tokens.size();
 }
 
 void IndexedWriter::finish() {

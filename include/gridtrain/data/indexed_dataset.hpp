@@ -69,13 +69,11 @@ class IndexedWriter {
   void add_document(std::span<const std::int32_t> tokens);
   /// Writes the index and renames both files into place.
   void finish();
-  std::uint64_t tokens() const { return tokens_; }
 
  private:
   std::string prefix_;
   int dtype_code_, width_;
   std::vector<std::int32_t> lengths_;
-  std::uint64_t tokens_ = 0;
   std::ofstream bin_;
   bool finished_ = false;
 };
