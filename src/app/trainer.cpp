@@ -89,7 +89,8 @@ void Trainer::build_model() {
   engine_ = std::make_unique<PipelineEngine>(*grid_, cfg_.train.schedule, plan_.virtual_stages,
                                              [&plan](int rows) { return plan.activation_shape(rows); },
                                              stack_->masters() ? compute_dtype(cfg_.precision.weights) : torch::kFloat,
-                                             device_, model_->first_stage(), model_->last_stage(), !stack_->tied().empty(), timer_);
+                                             device_, model_->first_stage(), model_->last_stage(), !stack_->tied().empty(),
+                                             model_->input_on_every_stage(), timer_);
   std::vector<std::vector<const Axis*>> columns;  // one per axis; pp's with the tied-embedding pair split off it
   for (const AxisInfo& a : kAxes) columns.push_back({&grid_->axis(a.id)});
   if (const Axis* pair = engine_->tied_axis()) columns[index_of(AxisId::Pp)].push_back(pair);
@@ -97,12 +98,23 @@ void Trainer::build_model() {
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
-  return [this, s](const torch::Tensor& x, const torch::Tensor& targets, int chunk) {
+  return [this, s](const torch::Tensor& x, const torch::Tensor& input, const torch::Tensor& targets, int chunk) {
     AutocastGuard autocast(cfg_.precision.type, device_);
-    auto y = model_->stage_forward(x, chunk);
+    auto y = model_->stage_forward(x, chunk, input);
     if (!targets.defined()) return y;
     return fixes_.on_loss(s, model_->head_loss_sum(y, targets));
   };
+}
+
+// What the step's loss on this rank is the mean over: its targets' items, or with data.eod_mask_loss
+// its share of the global batch's counted ones, so that every layout divides by the same number
+// (a micro-batch mean, as Megatron's per-micro-batch normalization, would weigh tokens by layout).
+double Trainer::step_items(const torch::Tensor& batch) const {
+  if (!model_->last_stage()) return 1.0;  // no loss here
+  double n = model_->items(model_->split(batch).second);
+  if (!cfg_.data.eod_mask_loss) return n;
+  grid_->dp().blocking_sum(&n, 1, "tokens with loss");
+  return std::max(n, 1.0) / grid_->dp().size();
 }
 
 // {loss, Σ ||g||² over the gradients this rank counts in the norm} to the host: the step's one device→host copy.
@@ -120,8 +132,10 @@ Verdict Trainer::train_step(long long s, double lr) {
   fixes_.step_begin(s);
   groups.zero_grad(optimizer_->owns_communication());
   timer_.stamp();
-  torch::Tensor batch;  // (rows, width): this dp rank's samples of the step (first and last stage)
-  if (model_->first_stage() || model_->last_stage()) batch = batches_->get(sample_index_);  // asks for the next ones
+  torch::Tensor batch;  // (rows, width): this dp rank's samples of the step (where the engine takes them)
+  if (model_->first_stage() || model_->last_stage() || model_->input_on_every_stage())
+    batch = batches_->get(sample_index_);  // asks for the next ones
+  const double items = step_items(batch);
   timer_.stamp(Section::Data);
   StepReport mine;
   torch::Tensor loss;  // last stage: the step's mean loss, on the device
@@ -130,7 +144,7 @@ Verdict Trainer::train_step(long long s, double lr) {
     phase.enter(StepPhase::Forward);
     auto micro_batch = [&](std::int64_t first, int rows) { return model_->split(batch.narrow(0, first, rows)); };
     loss = engine_->train(guard_->accumulation(), guard_->micro_batch(), micro_batch, stage_forward(s),
-                          [&groups](bool last) { groups.begin_backward(last); }, guard_->loss_scale());
+                          [&groups](bool last) { groups.begin_backward(last); }, items, guard_->loss_scale());
   } catch (const std::bad_alloc&) {
     mine.oom = true;
   } catch (const c10::OutOfMemoryError&) {

@@ -34,16 +34,19 @@ Validation::Result Validation::run(Model& model, PipelineEngine& engine, int mic
       else samples_.val_row(mine_[static_cast<std::size_t>(first + b)], out);
     }));
   };
-  auto forward = [&](const torch::Tensor& x, const torch::Tensor& targets, int chunk) {
+  // The last stage's sums: head_sums' (the loss first, then for a classifier its correct
+  // predictions), then the items counted (those that carry loss).
+  auto forward = [&](const torch::Tensor& x, const torch::Tensor& input, const torch::Tensor& targets, int chunk) {
     AutocastGuard autocast(precision_, device);
-    auto y = model.stage_forward(x, chunk);
-    return targets.defined() ? model.head_sums(y, targets) : y;
+    auto y = model.stage_forward(x, chunk, input);
+    if (!targets.defined()) return y;
+    const auto items = torch::full({1}, model.items(targets), torch::TensorOptions(torch::kDouble).device(device));
+    return torch::cat({model.head_sums(y, targets).to(torch::kDouble), items});
   };
   const auto sums = engine.evaluate(rows, most_, micro_batch, batch, forward);
-  const bool counts = model.last_stage() && grid_.represents({AxisId::Tp});
+  const bool counts = model.last_stage() && grid_.represents({AxisId::Tp}) && !sums.empty();
   // nats, correct predictions, items
-  double total[3] = {counts && !sums.empty() ? sums[0] : 0.0, counts && sums.size() > 1 ? sums[1] : 0.0,
-                     counts ? static_cast<double>(rows * model.plan().items_per_sample()) : 0.0};
+  double total[3] = {counts ? sums.front() : 0.0, counts && sums.size() > 2 ? sums[1] : 0.0, counts ? sums.back() : 0.0};
   grid_.world().blocking_sum(total, 3, "validation sums");
   Result r{total[0] / total[2], std::nullopt};
   if (model.classifier()) r.accuracy = total[1] / total[2];

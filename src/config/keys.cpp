@@ -181,6 +181,24 @@ Key split_key() {
   return k;
 }
 
+// data.eod_token: auto (stored as -1) is what the corpus records; Megatron datasets record nothing.
+Key eod_key() {
+  Key k = int_key<int>("data.eod_token", GT_REF(data.eod_token),
+                       "the end-of-document token id that data.reset_position_ids, data.document_mask and "
+                       "data.eod_mask_loss split documents at; auto = the corpus's eod_id attribute (written by "
+                       "`gridtrain prepare jsonl --append-eod`); a Megatron indexed dataset records none: give the "
+                       "id its tokenizer appended (Megatron's preprocess_data.py --append-eod)", 0);
+  k.info.default_value = "auto";
+  k.info.valid = "auto, or a token id >= 0 below the vocabulary size";
+  k.assign = [assign = k.assign](Config& c, const std::string& text) -> std::optional<std::string> {
+    if (text != "auto") return assign(c, text);
+    c.data.eod_token = -1;
+    return std::nullopt;
+  };
+  k.show = [](const Config& c) { return c.data.eod_token < 0 ? std::string("auto") : std::to_string(c.data.eod_token); };
+  return k;
+}
+
 std::vector<Key> data_keys() {
   return {
       text_key("data.path", GT_REF(data.path),
@@ -195,6 +213,19 @@ std::vector<Key> data_keys() {
       int_key<int>("data.prefetch", GT_REF(data.prefetch),
                    "training batches a loader thread reads ahead (per-rank pread of each window); 0 = read "
                    "each on the step loop's thread when it is needed", 0, 64),
+      eod_key(),
+      bool_key("data.reset_position_ids", GT_REF(data.reset_position_ids),
+               "language models: position ids restart at 0 after each end-of-document token (data.eod_token), so "
+               "that a document packed mid-window is positioned as if it began the window (Megatron's "
+               "--reset-position-ids)"),
+      bool_key("data.document_mask", GT_REF(data.document_mask),
+               "language models: each token attends only to the tokens of its own document at or before it (a "
+               "block-diagonal causal mask; a document ends with its end-of-document token); both attention "
+               "kernels take the mask (Megatron's --reset-attention-mask)"),
+      bool_key("data.eod_mask_loss", GT_REF(data.eod_mask_loss),
+               "language models: the position whose input is the end-of-document token (its prediction of the "
+               "next document's first token) carries no loss; the loss is the mean over the global batch's other "
+               "tokens (Megatron's --eod-mask-loss)"),
       bool_key("data.allow_change", GT_REF(data.allow_change),
                "resume onto a corpus other than the checkpoint's (its sha256 or token counts differ); the data "
                "position then indexes the new corpus"),

@@ -133,6 +133,7 @@ std::string write_h5_shard(const Corpus& c, const std::string& path, int k, int 
     h5_write_attr(file, "format", std::string("gridtrain-tokens"));
     h5_write_attr(file, "tokenizer", c.tokenizer);
     h5_write_attr(file, "vocab_size", static_cast<long long>(c.vocab));
+    if (c.eod >= 0) h5_write_attr(file, "eod_id", static_cast<long long>(c.eod));
     h5_write_attr(file, "source", std::filesystem::path(c.source).filename().string());
     h5_write_attr(file, "source_bytes", static_cast<long long>(c.source_bytes));
     h5_write_attr(file, "sha256", sha);

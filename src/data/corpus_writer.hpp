@@ -23,6 +23,7 @@ struct Corpus {
   std::string source;            ///< the input file (its name is the source attribute)
   std::string tokenizer, model;  ///< name, serialized model ("" for bytes)
   int vocab = 0;
+  std::int32_t eod = -1;  ///< the end-of-document token appended to each document (--append-eod), or -1
   /// Megatron: where documents end (token indices, increasing); empty: after each `newline` token.
   std::vector<std::uint64_t> document_ends;
   std::int32_t newline = -1;

@@ -95,8 +95,9 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
     if (o.append_eod && tok->eod_id() < 0)
       throw Error("prepare: --append-eod: the " + c.tokenizer + " tokenizer has no end-of-document token; use a "
                   "SentencePiece model with an eos piece (</s>)");
+    if (o.append_eod) c.eod = tok->eod_id();
     const auto [begin, end] = share(documents, rank, ranks);
-    mine = encode_documents(o, *tok, o.append_eod ? tok->eod_id() : -1, begin, end, scratch.file());
+    mine = encode_documents(o, *tok, c.eod, begin, end, scratch.file());
   });
   unsigned long long lossy[2] = {mine.lossy, mine.lossy > 0 ? mine.first_lossy_line : ~0ULL};
   MPI_Allreduce(MPI_IN_PLACE, &lossy[0], 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm);

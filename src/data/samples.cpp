@@ -11,6 +11,24 @@
 namespace gridtrain {
 namespace {
 
+// data.eod_token resolved against what the corpus records: the key where given (it must agree
+// with a recorded id), else the corpus's; -1 where neither says and no document key needs one.
+int end_of_document(const Config& c, const TokenData& d, int vocab) {
+  const int eod = c.data.eod_token >= 0 ? c.data.eod_token : d.eod_id;
+  const std::string at = "data.eod_token = " + std::to_string(c.data.eod_token) + ": ";
+  if (c.data.eod_token >= vocab)
+    throw Error(at + "not a token of the vocabulary (" + std::to_string(vocab) + " ids); valid: auto, or 0 .. " +
+                std::to_string(vocab - 1));
+  if (c.data.eod_token >= 0 && d.eod_id >= 0 && c.data.eod_token != d.eod_id)
+    throw Error(at + c.data.path + " records its documents' end token as " + std::to_string(d.eod_id) +
+                " (attribute eod_id); valid: auto or " + std::to_string(d.eod_id));
+  if (eod < 0 && c.data.documents())
+    throw Error("data.reset_position_ids, data.document_mask and data.eod_mask_loss need the end-of-document token, "
+                "and " + c.data.path + " records none: set data.eod_token to the id its tokenizer appended after each "
+                "document, or write the corpus with `gridtrain prepare jsonl --append-eod`");
+  return eod;
+}
+
 class TokenSamples : public Samples {
  public:
   TokenSamples(const Config& c, MPI_Comm comm) : T_(c.model.block_size) {
@@ -23,11 +41,12 @@ class TokenSamples : public Samples {
       throw Error("model.vocab_size = " + std::to_string(vocab_) + " is smaller than the dataset's vocab_size = " +
                   std::to_string(data_.vocab_size) + " (" + c.data.path + "); valid: 0 (auto) or >= " +
                   std::to_string(data_.vocab_size));
+    eod_ = end_of_document(c, data_, vocab_);
     sampler_ = std::make_unique<Sampler>(data_.train.size(), T_, c.train.seed);
     path_ = c.data.path;
   }
   int width() const override { return T_ + 1; }
-  DataShape shape() const override { return {vocab_}; }
+  DataShape shape() const override { return {vocab_, eod_}; }
   void train_row(std::uint64_t g, std::int64_t* out) override { copy_window(data_.train, sampler_->window_start(g), T_, out); }
   std::uint64_t epoch(std::uint64_t g) const override { return sampler_->epoch(g); }
   std::vector<std::uint64_t> validation(int count) const override {
@@ -50,7 +69,7 @@ class TokenSamples : public Samples {
 
  private:
   int T_;
-  int vocab_ = 0;
+  int vocab_ = 0, eod_ = -1;
   std::string path_;
   TokenData data_;
   std::unique_ptr<Sampler> sampler_;

@@ -65,6 +65,7 @@ StoredIntegers::Part describe_split(hid_t file, const std::string& path, const s
 struct Shard {
   std::string format = "hdf5";  // TokenData::format
   long long vocab = 0;
+  long long eod = -1;  // the eod_id attribute (`prepare jsonl --append-eod`), or -1
   long long shard = -1, shards = 0;  // its index, and how many the corpus was written as (-1, 0: not recorded)
   std::string model;                 // /tokenizer/model, or ""
   std::string tokenizer, sha256;
@@ -80,6 +81,7 @@ Shard describe_shard(const std::string& path) {
     throw Error("vocab_size = " + std::to_string(s.vocab) + "; valid: 1 .. " +
                 std::to_string(std::numeric_limits<std::int32_t>::max()));
   s.tokenizer = h5_read_attr_string(file, "tokenizer");
+  s.eod = h5_has_attr(file, "eod_id") ? h5_read_attr_int(file, "eod_id") : -1;
   s.sha256 = h5_has_attr(file, "sha256") ? h5_read_attr_string(file, "sha256") : "";
   s.shard = h5_has_attr(file, "shard") ? h5_read_attr_int(file, "shard") : -1;
   s.shards = h5_has_attr(file, "shards") ? h5_read_attr_int(file, "shards") : 0;
@@ -93,7 +95,7 @@ Shard describe_shard(const std::string& path) {
 std::string to_text(const std::vector<Shard>& shards) {
   std::ostringstream out;
   for (const auto& s : shards) {
-    out << s.format << '\t' << s.vocab << '\t' << s.tokenizer << '\t' << s.sha256;
+    out << s.format << '\t' << s.vocab << '\t' << s.eod << '\t' << s.tokenizer << '\t' << s.sha256;
     for (const auto& p : s.split) out << '\t' << p.file << '\t' << p.offset << '\t' << p.count << '\t' << p.width << '\t' << p.is_signed;
     out << '\n';
   }
@@ -106,10 +108,12 @@ std::vector<Shard> from_text(const std::string& text) {
   for (std::string line; std::getline(lines, line);) {
     std::istringstream f(line);
     Shard s;
-    std::string vocab;
+    std::string vocab, eod;
     std::getline(f, s.format, '\t');
     std::getline(f, vocab, '\t');
+    std::getline(f, eod, '\t');
     s.vocab = std::stoll(vocab);
+    s.eod = std::stoll(eod);
     std::getline(f, s.tokenizer, '\t');
     std::getline(f, s.sha256, '\t');
     for (auto& p : s.split) {
@@ -142,10 +146,10 @@ std::vector<Shard> describe_h5_corpus(const std::string& path, const std::string
                   "attributes vocab_size and tokenizer)");
     }
     const Shard &s = shards.back(), &first = shards.front();
-    if (s.vocab != first.vocab || s.tokenizer != first.tokenizer || s.model != first.model)
-      throw Error(at + "vocab_size " + std::to_string(s.vocab) + ", tokenizer '" + s.tokenizer +
-                  "' or its model differ from the first shard's (" + std::to_string(first.vocab) + ", '" +
-                  first.tokenizer + "')");
+    if (s.vocab != first.vocab || s.tokenizer != first.tokenizer || s.model != first.model || s.eod != first.eod)
+      throw Error(at + "vocab_size " + std::to_string(s.vocab) + ", tokenizer '" + s.tokenizer + "', eod_id " +
+                  std::to_string(s.eod) + " or the tokenizer's model differ from the first shard's (" +
+                  std::to_string(first.vocab) + ", '" + first.tokenizer + "', " + std::to_string(first.eod) + ")");
     // A directory or glob must find the whole set `prepare` wrote, in order.
     if (pattern && first.shards > 0 && (s.shards != first.shards || s.shard != static_cast<long long>(shards.size()) - 1))
       throw Error(at + "is shard " + std::to_string(s.shard) + " of " + std::to_string(s.shards) + " where shard " +
@@ -257,6 +261,7 @@ TokenData load_tokens(const std::string& path, MPI_Comm comm, std::size_t min_to
   const auto shards = describe_corpus(path, options.split, comm, where, prepare_hint, d.tokenizer_model);
   d.vocab_size = static_cast<int>(shards.front().vocab);
   d.tokenizer = shards.front().tokenizer;
+  d.eod_id = static_cast<int>(shards.front().eod);
   d.format = shards.front().format;
   // A Megatron index records no vocabulary: its tokens are checked against the model's.
   const long long vocab = d.vocab_size > 0 ? d.vocab_size : options.vocab_size;

@@ -84,7 +84,7 @@ std::pair<torch::Tensor, torch::Tensor> Cnn::split(const torch::Tensor& rows) co
   return {images, rows.select(1, pixels)};
 }
 
-torch::Tensor Cnn::stage_forward(const torch::Tensor& images, int) {
+torch::Tensor Cnn::stage_forward(const torch::Tensor& images, int, const torch::Tensor&) {
   torch::Tensor x = images;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     gather(static_cast<int>(i));

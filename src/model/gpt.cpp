@@ -91,7 +91,7 @@ std::vector<std::string> GptPlan::names() const {
   return out;
 }
 
-Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : LanguageModel(kBlocks), plan_(s, layout) {
+Gpt::Gpt(const GptShape& s, const ModelLayout& layout) : LanguageModel(kBlocks, s.documents), plan_(s, layout) {
   if (first_stage() || last_stage()) {  // the tied head on the last stage is a copy of wte
     const auto rows = local_shape(shard("wte.weight"), plan_.tp_size())[0];
     wte_ = register_module("wte", torch::nn::Embedding(rows, s.n_embd));
@@ -137,9 +137,10 @@ int Gpt::unit_of(const std::string& name) const {
   throw std::invalid_argument("Gpt has no parameter " + name);
 }
 
-torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset) {
+torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset, const torch::Tensor& positions) {
   const auto region = plan_.region();
-  const auto pos = region.positions(idx.size(0), idx.size(1), offset, idx.options());  // (T,), or with SP (B, T/t)
+  const auto pos = positions.defined() ? region.local_tokens(positions)  // (B, T), or with SP (B, T/t)
+                                       : region.positions(idx.size(0), idx.size(1), offset, idx.options());  // (T,), or with SP (B, T/t)
   gather(kWte);
   gather(kWpe);
   auto x = release(kWpe, lm::embed(idx, wte_->weight, region) + torch::embedding(region.replicated(wpe_->weight), pos));  // (B, T, C); SP (B, T/t, C)

@@ -71,7 +71,12 @@ std::int64_t LanguageModelPlan::parameters() const {
 }
 
 torch::Tensor LanguageModel::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return per_token_loss(stage_forward(idx), targets).mean();
+  return per_token_loss(stage_forward(idx, 0, idx), targets).sum() / items(targets);
+}
+
+double LanguageModel::items(const torch::Tensor& targets) const {
+  if (!documents_.mask_loss) return Model::items(targets);
+  return (targets != lm::kNoLoss).sum().item<double>();
 }
 
 torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
@@ -87,7 +92,8 @@ void LanguageModel::check_context(const torch::Tensor& idx, const KvCache* cache
 
 std::pair<torch::Tensor, torch::Tensor> LanguageModel::split(const torch::Tensor& rows) const {
   const auto T = language_plan().block_size();  // rows (B, T + 1)
-  return {rows.slice(1, 0, T), rows.slice(1, 1, T + 1)};
+  const auto ids = rows.slice(1, 0, T);
+  return {ids, lm::loss_targets(ids, rows.slice(1, 1, T + 1), documents_)};
 }
 
 void LanguageModel::add_blocks(torch::nn::Module& parent,
@@ -101,13 +107,13 @@ void LanguageModel::add_blocks(torch::nn::Module& parent,
   }
 }
 
-torch::Tensor LanguageModel::run_blocks(torch::Tensor x, KvCache* cache, int chunk) {
+torch::Tensor LanguageModel::run_blocks(torch::Tensor x, KvCache* cache, int chunk, const lm::Documents& documents) {
   const LanguageModelPlan& plan = language_plan();
   const auto c = static_cast<std::size_t>(chunk);
   for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
     const int unit = first_block_unit_ + static_cast<int>(i);
     gather(unit);
-    const lm::CacheSlot slot{cache, i, plan.block_size(), &mask_};
+    const lm::CacheSlot slot{cache, i, plan.block_size(), &mask_, documents};
     auto block = [b = blocks_[i], slot](const torch::Tensor& in) { return b->forward(in, slot); };
     x = release(unit, lm::block_forward(block, x, *blocks_[i], cache ? Recompute::None : plan.recompute()));
   }
@@ -115,8 +121,12 @@ torch::Tensor LanguageModel::run_blocks(torch::Tensor x, KvCache* cache, int chu
   return x;
 }
 
-torch::Tensor LanguageModel::stage_forward(const torch::Tensor& input, int chunk) {
-  return run_blocks(first_stage() && chunk == 0 ? embed(input, 0) : input, nullptr, chunk);
+torch::Tensor LanguageModel::stage_forward(const torch::Tensor& input, int chunk, const torch::Tensor& ids) {
+  if (documents_.every_stage() && !ids.defined())
+    throw std::logic_error(describe() + ": document-aware training needs each micro-batch's ids on every stage");
+  const lm::Documents documents = lm::documents(ids, documents_);
+  const bool embeds = first_stage() && chunk == 0;
+  return run_blocks(embeds ? embed(input, 0, documents.positions) : input, nullptr, chunk, documents);
 }
 
 // The head's loss in fp32 whatever autocast computed the logits in: the softmax and its sum over
@@ -124,8 +134,12 @@ torch::Tensor LanguageModel::stage_forward(const torch::Tensor& input, int chunk
 torch::Tensor LanguageModel::per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets) {
   gather(head_unit());
   if (tied()) gather(0);  // the embedding's unit
-  auto loss = release(head_unit(), lm::head_loss(final_norm(hidden), head_weight(), targets, shard(head_name()),
+  // Predictions without loss (kNoLoss) score class 0 and are zeroed: a select, whose gradient there is 0.
+  const bool masked = documents_.mask_loss;
+  auto loss = release(head_unit(), lm::head_loss(final_norm(hidden), head_weight(),
+                                                 masked ? targets.clamp_min(0) : targets, shard(head_name()),
                                                  language_plan().region()));
+  if (masked) loss = torch::where(targets.reshape({-1}) == lm::kNoLoss, 0.0, loss);
   return tied() ? release(0, loss) : loss;
 }
 
@@ -133,7 +147,7 @@ torch::Tensor LanguageModel::logits(const torch::Tensor& idx, KvCache* cache) {
   if (language_plan().tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error(describe() + ": logits need the whole model on one rank, not sharded by ZeRO stage 3");
   check_context(idx, cache);
-  auto x = run_blocks(embed(idx, cache ? cache->length : 0), cache, 0);
+  auto x = run_blocks(embed(idx, cache ? cache->length : 0, {}), cache, 0);
   return dense(final_norm(x), head_weight()).to(torch::kFloat);
 }
 
@@ -195,22 +209,26 @@ const torch::Tensor& CausalMask::get(std::int64_t Tq, std::int64_t Tk, Attention
 }
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
-                               AttentionOffsets at, CausalMask* masks) {
+                               AttentionOffsets at, CausalMask* masks, const torch::Tensor& attend) {
   const auto B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Hkv = k.size(1), Tk = k.size(2);
   if (at.key > at.query)
     throw std::invalid_argument("causal_attention: keys from position " + std::to_string(at.key) +
                                 " leave the query at " + std::to_string(at.query) +
                                 " nothing to attend to; valid: key offset <= query offset");
+  if (attend.defined() && (at.query != 0 || at.key != 0))
+    throw std::invalid_argument("causal_attention: a document mask covers a training window at offsets 0, 0, not " +
+                                std::to_string(at.query) + ", " + std::to_string(at.key));
   const bool masked = at.key + Tk - 1 > at.query;  // some key lies after the first query
   CausalMask local;
   auto mask = [&]() -> const torch::Tensor& { return (masks ? *masks : local).get(Tq, Tk, at, q.device()); };
   if (fused) {
     // sdpa's is_causal is the aligned case (query i sees keys 0..i); other offsets pass the mask.
     const bool aligned = at.query == at.key && Tq == Tk;
-    std::optional<torch::Tensor> attend;  // sdpa's boolean mask: true where a key takes part
-    if (masked && !aligned) attend = mask().logical_not();
-    return at::scaled_dot_product_attention(q, k, v, attend,
-                                            /*dropout_p=*/0.0, /*is_causal=*/masked && aligned,
+    std::optional<torch::Tensor> keep;  // sdpa's boolean mask: true where a key takes part
+    if (attend.defined()) keep = attend;
+    else if (masked && !aligned) keep = mask().logical_not();
+    return at::scaled_dot_product_attention(q, k, v, keep,
+                                            /*dropout_p=*/0.0, /*is_causal=*/masked && aligned && !keep,
                                             /*scale=*/std::nullopt, /*enable_gqa=*/Hkv < H);
   }
   auto expand = [&](const torch::Tensor& t) {  // (B, Hkv, Tk, D) -> (B, H, Tk, D)
@@ -219,15 +237,19 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, c
   // Scale q (B, H, Tq, D) rather than the scores (B, H, Tq, Tk), and mask in place: two fewer
   // passes over the largest activation (matmul's backward needs q and k, not its output).
   auto att = torch::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), expand(k).transpose(-2, -1));
-  if (masked) att.masked_fill_(mask(), -std::numeric_limits<float>::infinity());
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  if (attend.defined()) att.masked_fill_(attend.logical_not(), minus_inf);
+  else if (masked) att.masked_fill_(mask(), minus_inf);
   return torch::matmul(torch::softmax(att, -1), expand(v));
 }
 
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
                              Recompute recompute, const CacheSlot& slot) {
   const AttentionOffsets at{slot.offset(), 0};
-  auto core = [fused, at, mask = slot.mask](const std::vector<torch::Tensor>& t) {
-    return causal_attention(t[0], t[1], t[2], fused, at, mask);
+  // The document mask is captured by value: a recomputation in backward runs after the next
+  // micro-batch's forward has moved on.
+  auto core = [fused, at, mask = slot.mask, attend = slot.documents.attend](const std::vector<torch::Tensor>& t) {
+    return causal_attention(t[0], t[1], t[2], fused, at, mask, attend);
   };
   return recompute == Recompute::Selective ? recomputed(core, {q, k, v}) : core({q, k, v});
 }

@@ -16,12 +16,16 @@ torch::nn::Linear bias_free(std::int64_t in, std::int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
-// x (B, H, T, D) at positions [offset, offset + T) rotated: x·cos + rotate_half(x)·sin,
-// rotate_half(x) = (−x[D/2:], x[:D/2]).
-torch::Tensor rotate(const torch::Tensor& x, const Rope& rope, std::int64_t offset) {
-  const auto T = x.size(2), half = x.size(3) / 2;
-  const auto cos = rope.cos.slice(0, offset, offset + T).to(x.scalar_type());
-  const auto sin = rope.sin.slice(0, offset, offset + T).to(x.scalar_type());
+// x (B, H, T, D) at positions [offset, offset + T), or at the slot's document positions (B, T),
+// rotated: x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[D/2:], x[:D/2]).
+torch::Tensor rotate(const torch::Tensor& x, const Rope& rope, const lm::CacheSlot& slot) {
+  const auto B = x.size(0), T = x.size(2), D = x.size(3), half = D / 2, offset = slot.offset();
+  const auto& positions = slot.documents.positions;
+  auto table = [&](const torch::Tensor& t) {  // (T, D), or per window (B, 1, T, D)
+    if (!positions.defined()) return t.slice(0, offset, offset + T).to(x.scalar_type());
+    return t.index_select(0, positions.reshape({-1})).view({B, 1, T, D}).to(x.scalar_type());
+  };
+  const auto cos = table(rope.cos), sin = table(rope.sin);
   auto rotated = torch::cat({-x.slice(3, half), x.slice(3, 0, half)}, 3);
   return x * cos + rotated * sin;
 }
@@ -63,8 +67,8 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, 
   const auto qkv = region_.column(x, {q_proj_->weight, k_proj_->weight, v_proj_->weight});  // (B, T, ·/tp)
   const auto B = qkv[0].size(0), T = qkv[0].size(1);  // T: the whole sequence
   auto heads = [&](const torch::Tensor& t, std::int64_t h) { return t.view({B, T, h, head_dim_}).transpose(1, 2); };
-  auto q = rotate(heads(qkv[0], n_head_), rope, slot.offset());     // (B, H/tp, T, D)
-  auto k = rotate(heads(qkv[1], n_kv_head_), rope, slot.offset());  // (B, Hkv/tp, T, D)
+  auto q = rotate(heads(qkv[0], n_head_), rope, slot);     // (B, H/tp, T, D)
+  auto k = rotate(heads(qkv[1], n_kv_head_), rope, slot);  // (B, Hkv/tp, T, D)
   auto v = heads(qkv[2], n_kv_head_);
   const auto [keys, values] = lm::append_kv(slot, k, v);  // with a cache: the positions so far
   auto y = lm::attention_core(q, keys, values, fused_, recompute_, slot).transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
@@ -143,7 +147,7 @@ LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int el
           b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0};
 }
 
-Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBlocks), plan_(s, layout) {
+Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBlocks, s.documents), plan_(s, layout) {
   auto tables = rope_tables(s);  // buffers, so that module->to(device) moves them
   rope_ = {register_buffer("rope_cos", tables.cos), register_buffer("rope_sin", tables.sin)};
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
@@ -181,7 +185,7 @@ int Llama::unit_of(const std::string& name) const {
   throw std::invalid_argument("Llama has no parameter " + name);
 }
 
-torch::Tensor Llama::embed(const torch::Tensor& idx, std::int64_t) {
+torch::Tensor Llama::embed(const torch::Tensor& idx, std::int64_t, const torch::Tensor&) {
   gather(kEmbed);
   // One stage with a tied head: the head uses the embedding again, so it stays gathered.
   return release(kEmbed, lm::embed(idx, embed_tokens_->weight, plan_.region()),

@@ -59,16 +59,20 @@ std::vector<std::string> cnn_layout_problems(const Config&, int tp, int pp) {
           std::to_string(pp) + "; valid: grid.tp = grid.pp = 1 (scale it with dp and optim.zero_stage)"};
 }
 
+lm::DocumentRules document_rules(const Config& c, const DataShape& d) {
+  return {d.eod_token, c.data.reset_position_ids, c.data.document_mask, c.data.eod_mask_loss};
+}
+
 GptShape gpt_shape(const Config& c, const DataShape& d) {
-  return {d.vocab_size,     c.model.block_size, c.model.n_layer,  c.model.n_head,
-          c.model.n_embd,   fused_attention(c), c.train.recompute};
+  return {d.vocab_size,   c.model.block_size, c.model.n_layer,   c.model.n_head,
+          c.model.n_embd, fused_attention(c), c.train.recompute, document_rules(c, d)};
 }
 
 LlamaShape llama_shape(const Config& c, const DataShape& d) {
   const auto& m = c.model;
   return {d.vocab_size,   m.block_size, m.n_layer,   m.n_head,         kv_heads(c),
           m.n_embd,       ffn_hidden(c), m.norm_eps, m.rope_theta, m.tie_embeddings, fused_attention(c),
-          c.train.recompute};
+          c.train.recompute, document_rules(c, d)};
 }
 
 CnnShape cnn_shape(const Config& c, const DataShape& d) { return {d.channels, d.height, d.width, d.classes, c.model.channels}; }

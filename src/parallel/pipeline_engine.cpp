@@ -9,10 +9,10 @@ namespace gridtrain {
 
 PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
                                torch::ScalarType activation_dtype, torch::Device device, bool first_stage,
-                               bool last_stage, bool tied, Timer& timer)
+                               bool last_stage, bool tied, bool input_everywhere, Timer& timer)
     : grid_(grid), schedule_(schedule), chunks_(chunks), activation_shape_(std::move(activation_shape)),
       activations_(torch::TensorOptions(activation_dtype).device(device)), first_(first_stage), last_(last_stage),
-      timer_(timer) {
+      input_everywhere_(input_everywhere), timer_(timer) {
   Axis& pp = grid.pp();
   if (pp.size() == 1) return;
   const bool ends = tied && (first_stage || last_stage);
@@ -28,7 +28,7 @@ torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* w
 }
 
 torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
-                                    const BeforeBackward& before_backward, double loss_scale) {
+                                    const BeforeBackward& before_backward, double items, double loss_scale) {
   const int B = micro_batch, M = micro_batches, v = chunks_;
   Axis& pp = grid_.pp();
   const int p = pp.size(), r = pp.rank();
@@ -52,15 +52,14 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
     const bool begins = first_ && c == 0, ends = last_ && c == v - 1;  // the model's first and last pass
     if (op.kind == PipeOp::Forward) {
       std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
-      if (begins || ends) mb = batch(static_cast<std::int64_t>(m) * B, B);
+      if (begins || ends || input_everywhere_) mb = batch(static_cast<std::int64_t>(m) * B, B);
       timer_.stamp(Section::Data);
       inputs[i] = begins ? mb.first : receive(prev, tag(true, m, c), B, "micro-batch").requires_grad_();
       if (ends) {
-        const auto items = static_cast<double>(mb.second.numel());
-        losses[i] = forward(inputs[i], mb.second, c) / (items * M);
+        losses[i] = forward(inputs[i], mb.first, mb.second, c) / items;
         loss_sum = loss_sum.defined() ? loss_sum + losses[i].detach() : losses[i].detach();
       } else {
-        outputs[i] = forward(inputs[i], {}, c).to(activations_.dtype());  // its gradient comes back in that dtype
+        outputs[i] = forward(inputs[i], mb.first, {}, c).to(activations_.dtype());  // its gradient comes back in that dtype
         send(outputs[i], next, tag(true, m, r == p - 1 ? c + 1 : c));
       }
     } else {
@@ -87,7 +86,7 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
     const bool padding = i >= rows;  // this rank's rows are done; its dp peers' are not
     const int n = padding ? 1 : static_cast<int>(std::min<std::int64_t>(micro_batch, rows - i));
     std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
-    if (first_ || last_) mb = batch(i, n);
+    if (first_ || last_ || input_everywhere_) mb = batch(i, n);
     for (int c = 0; c < chunks_; ++c) {  // through every virtual stage in turn
       const bool begins = first_ && c == 0, ends = last_ && c == chunks_ - 1;
       torch::Tensor x;  // the input, or (n, T, C) activations
@@ -97,10 +96,10 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
         pp.recv(x.data_ptr(), x.nbytes(), (r + p - 1) % p, c, "validation").wait();
       }
       if (ends) {
-        const auto s = forward(x, mb.second, c).to(torch::kDouble).cpu();
+        const auto s = forward(x, mb.first, mb.second, c).to(torch::kDouble).cpu();
         if (!padding) sums = sums.defined() ? sums + s : s;
       } else {
-        auto h = forward(x, {}, c).to(activations_.dtype()).contiguous();
+        auto h = forward(x, mb.first, {}, c).to(activations_.dtype()).contiguous();
         pp.send(h.data_ptr(), h.nbytes(), (r + 1) % p, r == p - 1 ? c + 1 : c, "validation").wait();
       }
     }

@@ -197,6 +197,12 @@ torch::Tensor TpRegion::positions(std::int64_t B, std::int64_t T, std::int64_t o
   return torch::arange(tp->rank() * n, (tp->rank() + 1) * n, options).remainder(T).view({B, T / tp->size()}) + offset;
 }
 
+torch::Tensor TpRegion::local_tokens(const torch::Tensor& t) const {
+  if (!sp()) return t;
+  const auto B = t.size(0), T = t.size(1), n = B * T / tp->size();
+  return t.reshape({-1}).narrow(0, tp->rank() * n, n).view({B, T / tp->size()});
+}
+
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight, std::int64_t start,
                                        const TpRegion& region) {
   if (!region.tp || region.tp->size() == 1) return torch::embedding(weight, idx);

@@ -3,6 +3,7 @@
 // written at one layout load at another. 8 ranks, oversubscribed.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 
 #include "../support/training.hpp"
@@ -64,8 +65,9 @@ struct LayoutCase {
 };
 
 // Each case computes the one-rank run (losses, gradient norms, weights through its checkpoint);
-// with sequence parallelism its residual stream holds this rank's tokens.
-void check_layouts(const std::string& family, const std::string& name, const std::vector<LayoutCase>& cases) {
+// with sequence parallelism its residual stream holds this rank's tokens. deck: keys set at both.
+void check_layouts(const std::string& family, const std::string& name, const std::vector<LayoutCase>& cases,
+                   const std::function<void(Config&)>& deck = [](Config&) {}) {
   CAPTURE(family);
   const auto dir = shared_dir(name + "-" + family);
   for (const LayoutCase& k : cases) {
@@ -73,6 +75,7 @@ void check_layouts(const std::string& family, const std::string& name, const std
     auto config = [&](int dp, int tp, int pp) {
       Config c = model_3d(dir, 6, dp, tp, pp, family);
       if (k.virtual_stages > 1) c.model.n_layer = 8, c.train.global_batch = 16;
+      deck(c);
       return c;
     };
     Config c = config(k.dp, k.tp, k.pp);
@@ -87,7 +90,8 @@ void check_layouts(const std::string& family, const std::string& name, const std
     const auto T = c.model.block_size;
     if (k.sequence_parallel && t.model().first_stage() && k.zero == 0) {
       torch::NoGradGuard no_grad;
-      CHECK(t.model().stage_forward(torch::zeros({2, T}, torch::kLong)).size(1) == T / k.tp);
+      const auto ids = torch::zeros({2, T}, torch::kLong);
+      CHECK(t.model().stage_forward(ids, 0, ids).size(1) == T / k.tp);
     }
     Config one = config(1, 1, 1);
     one.model.n_kv_head = c.model.n_kv_head;
@@ -224,4 +228,31 @@ TEST_CASE("2-byte weights: the fp32 masters saved at (2,2,2) with ZeRO 1 load at
   check_pieces(resumed.masters()->masters(), want);
   check_pieces(resumed.optimizer().state(), want);
   CHECK(resumed.run().losses.size() == 2);
+}
+
+namespace {
+
+// Document-aware training on the test corpus with every word a document (the space, byte 32, as
+// the end-of-document token): a window of 16 bytes holds several, so the masks, the restarted
+// positions and the global count of tokens with loss all differ between micro-batches and ranks.
+void documents(Config& c, Attention attention) {
+  c.data.eod_token = ' ';
+  c.data.reset_position_ids = c.data.document_mask = c.data.eod_mask_loss = true;
+  c.model.attention = attention;
+}
+
+}  // namespace
+
+TEST_CASE("document-aware training (positions, mask, loss mask) at (2, 2, 2) with sequence parallelism and "
+          "interleaved at (2, 1, 4) with ZeRO 3 and full recomputation computes the one-rank run", "[np8]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "documents", {{2, 2, 2, 0, Recompute::None, true}, {2, 1, 4, 3, Recompute::Full, false, 2}},
+                [](Config& c) { documents(c, Attention::Sdpa); });
+}
+
+TEST_CASE("document-aware training with math attention at (1, 2, 2) with sequence parallelism and at (2, 2, 1) with "
+          "ZeRO 1 and selective recomputation computes the one-rank run", "[np4]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "documents-math", {{1, 2, 2, 0, Recompute::None, true}, {2, 2, 1, 1, Recompute::Selective}},
+                [](Config& c) { documents(c, Attention::Math); });
 }

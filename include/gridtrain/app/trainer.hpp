@@ -74,6 +74,9 @@ class Trainer {
   Verdict train_step(long long s, double lr);
   /// The stage's forward under autocast for step s (the loss through the fixes' on_loss).
   PipelineEngine::Forward stage_forward(long long s);
+  /// What the step's loss on this rank is the mean over, from its batch (rows, width): the targets'
+  /// items (Model::items), or with data.eod_mask_loss the global batch's / dp (a dp collective).
+  double step_items(const torch::Tensor& batch) const;
   /// The step's loss (undefined: 0) and Σ‖g‖² over the gradients this rank counts toward the
   /// global norm, brought to the host together.
   std::pair<double, double> loss_and_grad_sq(const torch::Tensor& loss) const;

@@ -102,6 +102,12 @@ struct Config {
     bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
     int prefetch = 2;           ///< batches the loader thread keeps ready ahead; 0 = load on the step loop's thread
     int random_crop = 0;        ///< cnn: zero-padding, pixels, of the random-crop augmentation; 0 = off
+    // Document-aware training (Megatron's --reset-position-ids, --reset-attention-mask, --eod-mask-loss).
+    int eod_token = -1;               ///< the end-of-document token id; -1 (auto) = the corpus's eod_id attribute
+    bool reset_position_ids = false;  ///< positions restart after each end-of-document token
+    bool document_mask = false;       ///< each token attends within its own document only
+    bool eod_mask_loss = false;       ///< the prediction from an end-of-document token carries no loss
+    bool documents() const { return reset_position_ids || document_mask || eod_mask_loss; }
   } data;
   struct Optim {
     OptimizerType type = OptimizerType::AdamW;

@@ -7,6 +7,7 @@ namespace gridtrain {
 /// 0 where a field does not apply.
 struct DataShape {
   int vocab_size = 0;
+  int eod_token = -1;  ///< a token corpus's end-of-document id (data.eod_token, or what it records); -1: none
   int channels = 0, height = 0, width = 0, classes = 0;
 };
 

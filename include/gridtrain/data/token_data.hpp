@@ -28,6 +28,7 @@ struct TokenData {
   StoredIntegers train;  ///< (N_train,) token ids in [0, vocab_size)
   StoredIntegers val;    ///< (N_val,)
   int vocab_size = 0;
+  int eod_id = -1;                 ///< the end-of-document token the corpus records (eod_id attribute), or -1
   std::string format;              ///< "hdf5" (`gridtrain prepare`) | "megatron" (data/indexed_dataset.hpp)
   std::string tokenizer;           ///< "bytes" | "sentencepiece" | "none" (not recorded: a Megatron dataset)
   std::string tokenizer_model;     ///< the serialized model (/tokenizer/model of the first file), or ""

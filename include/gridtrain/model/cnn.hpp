@@ -56,7 +56,7 @@ class Cnn : public Model {
   /// and labels (B,) int64.
   std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
   torch::Tensor loss(const torch::Tensor& images, const torch::Tensor& labels) override;
-  torch::Tensor stage_forward(const torch::Tensor& images, int chunk = 0) override;  // (B, C, H, W) → logits (B, classes); one chunk
+  torch::Tensor stage_forward(const torch::Tensor& images, int chunk = 0, const torch::Tensor& ids = {}) override;  // (B, C, H, W) → logits (B, classes); one chunk
   torch::Tensor head_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels) override;
   torch::Tensor head_sums(const torch::Tensor& logits, const torch::Tensor& labels) override;
   bool classifier() const override { return true; }

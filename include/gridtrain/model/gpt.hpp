@@ -25,6 +25,7 @@ struct GptShape {
   std::int64_t vocab_size, block_size, n_layer, n_head, n_embd;
   bool fused_attention = false;  ///< at::scaled_dot_product_attention instead of the written-out math
   Recompute recompute = Recompute::None;  ///< train.recompute
+  lm::DocumentRules documents{};           ///< data.eod_token and the document keys
 };
 
 /// This rank's part of a GPT for a layout: its parameters' shards and its costs.
@@ -101,7 +102,7 @@ class Gpt : public LanguageModel {
  private:
   static constexpr int kWte = 0, kWpe = 1, kBlocks = 2;  // units (unit_of); ln_f after the blocks
   const LanguageModelPlan& language_plan() const override { return plan_; }
-  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset) override;  // wte + wpe at positions offset..
+  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset, const torch::Tensor& positions) override;  // wte + wpe
   torch::Tensor final_norm(const torch::Tensor& x) override;                     // ln_f
   torch::Tensor& head_weight() override { return wte_->weight; }
   std::string head_name() const override { return "wte.weight"; }

@@ -15,6 +15,7 @@
 
 #include "gridtrain/comm/axis.hpp"
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/model/documents.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/parallel/shard.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
@@ -130,10 +131,11 @@ class CausalMask {
 /// at offsets `at` (training: 0, 0; a decoding step after a KV cache of n positions: n, 0; a
 /// context-parallel chunk: its queries' first position and its keys'). fused:
 /// at::scaled_dot_product_attention; else the written-out math, its mask from `masks` (null:
-/// built for this call). Throws std::invalid_argument when a query would see no key (the keys
-/// start after it).
+/// built for this call). attend (B, 1, Tq, Tk) bool, where defined, replaces the causal mask: a
+/// document mask (lm::Documents), which both kernels take. Throws std::invalid_argument when a
+/// query would see no key (the keys start after it), or for an attend mask at offsets other than 0, 0.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
-                               AttentionOffsets at = {}, CausalMask* masks = nullptr);
+                               AttentionOffsets at = {}, CausalMask* masks = nullptr, const torch::Tensor& attend = {});
 
 /// Where one layer's attention keeps its keys and values while decoding (cache null: training,
 /// validation and uncached logits), and the model's cached causal mask.
@@ -142,11 +144,12 @@ struct CacheSlot {
   std::size_t layer = 0;       ///< the layer's index on this rank
   std::int64_t capacity = 0;   ///< the context length T
   CausalMask* mask = nullptr;  ///< the model's (LanguageModel); null: built per call
+  Documents documents;         ///< the micro-batch's (data.document_mask, data.reset_position_ids); empty: none
   std::int64_t offset() const { return cache ? cache->length : 0; }  ///< position of the first new token
 };
 
 /// causal_attention of a block's q, k, v at the slot's positions (queries from slot.offset(),
-/// keys from 0); with recompute = selective it keeps only q, k, v for backward and computes its
+/// keys from 0), within the slot's documents; with recompute = selective it keeps only q, k, v for backward and computes its
 /// scores and softmax again there (Korthikanti et al. 2022, §5).
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
                              Recompute recompute, const CacheSlot& slot);
@@ -187,20 +190,27 @@ bool ends_with(const std::string& s, const std::string& suffix);
 namespace gridtrain {
 
 /// A decoder-only language model: windows split into ids and next ids, the mean or summed
-/// per-token cross-entropy of its head; the blocks of this rank's chunks and ZeRO stage 3's units:
+/// per-token cross-entropy of its head, over the documents of the windows as its DocumentRules
+/// say (positions, attention mask, targets without loss); the blocks of this rank's chunks and ZeRO stage 3's units:
 /// the embedding's (unit 0 up to first_block_unit), block i's (first_block_unit + i), the final
 /// norm's with the head (last).
 class LanguageModel : public Model {
  public:
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  /// With DocumentRules::mask_loss the targets are kNoLoss after an end-of-document token.
   std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
+  /// The targets that carry loss: all, or with DocumentRules::mask_loss those not kNoLoss.
+  double items(const torch::Tensor& targets) const override;
+  bool input_on_every_stage() const override { return documents_.every_stage(); }
   bool first_stage() const override { return language_plan().first_stage(); }
   bool last_stage() const override { return language_plan().last_stage(); }
   ShardSpec shard(const std::string& name) const override { return language_plan().shard(name); }
   const ModelPlan& plan() const override { return language_plan(); }
-  /// The first stage embeds ids (B, T) before chunk 0; → (B, T, C) (SP: (B, T/t, C)).
-  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) final;
+  /// The first stage embeds ids (B, T) before chunk 0; → (B, T, C) (SP: (B, T/t, C)). ids: the
+  /// micro-batch's (B, T), which every stage needs when input_on_every_stage(); throws
+  /// std::logic_error when they are missing there (a document mask is never dropped).
+  torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0, const torch::Tensor& ids = {}) final;
   /// Throws std::logic_error unless the whole model is on this rank (no tp, one stage, no ZeRO
   /// stage 3), std::invalid_argument past the context.
   torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) final;
@@ -214,7 +224,8 @@ class LanguageModel : public Model {
 
  protected:
   /// first_block_unit: ZeRO stage 3 units before the blocks (the embeddings').
-  explicit LanguageModel(int first_block_unit) : first_block_unit_(first_block_unit) {}
+  LanguageModel(int first_block_unit, const lm::DocumentRules& documents)
+      : first_block_unit_(first_block_unit), documents_(documents) {}
   virtual const LanguageModelPlan& language_plan() const = 0;
   /// Registers this rank's blocks, chunk after chunk, on `parent` under their global layer index
   /// (make(i) builds layer i).
@@ -226,8 +237,9 @@ class LanguageModel : public Model {
   double residual_std() const;
 
   // The family's parts.
-  /// ids (B, T) at positions offset.. → (B, T, C) (SP: (B, T/t, C)), gathering what it needs.
-  virtual torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset) = 0;
+  /// ids (B, T) at positions offset.., or at `positions` (B, T) where defined (documents) → (B, T, C)
+  /// (SP: (B, T/t, C)), gathering what it needs.
+  virtual torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset, const torch::Tensor& positions) = 0;
   /// The final norm of the last stage's output (B, T, C) (SP: this rank's slice).
   virtual torch::Tensor final_norm(const torch::Tensor& x) = 0;
   /// The output head's weight (V or V/tp padded rows × C) and its parameter's name.
@@ -240,14 +252,16 @@ class LanguageModel : public Model {
   virtual void fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const = 0;
 
  private:
-  /// The blocks of `chunk`: (B, T, C) → (B, T, C) (SP: (B, T/t, C)); with a cache, advances it.
-  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache, int chunk);
+  /// The blocks of `chunk`: (B, T, C) → (B, T, C) (SP: (B, T/t, C)) within `documents`; with a
+  /// cache, advances it.
+  torch::Tensor run_blocks(torch::Tensor x, KvCache* cache, int chunk, const lm::Documents& documents = {});
   /// The last stage's output (B, T, C) → the per-token loss (B·T,) fp32, nats.
   torch::Tensor per_token_loss(const torch::Tensor& hidden, const torch::Tensor& targets);
   /// Throws std::invalid_argument when idx (B, T) after cache's positions runs past the context.
   void check_context(const torch::Tensor& idx, const KvCache* cache) const;
 
   int first_block_unit_;
+  lm::DocumentRules documents_;
   std::vector<std::shared_ptr<lm::DecoderBlock>> blocks_;  // this rank's, chunk after chunk
   std::vector<std::size_t> chunk_end_;  // blocks_[chunk_end_[c − 1], chunk_end_[c]) are chunk c's
   lm::CausalMask mask_;  // the written-out attention's, shared by the blocks

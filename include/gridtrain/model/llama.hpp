@@ -29,6 +29,7 @@ struct LlamaShape {
   bool tie_embeddings;
   bool fused_attention;  ///< at::scaled_dot_product_attention instead of the written-out math
   Recompute recompute;   ///< train.recompute
+  lm::DocumentRules documents{};  ///< data.eod_token and the document keys
   std::int64_t head_dim() const { return n_embd / n_head; }
 };
 
@@ -131,7 +132,7 @@ class Llama : public LanguageModel {
  private:
   static constexpr int kEmbed = 0, kBlocks = 1;  // units (unit_of); model.norm and lm_head after the blocks
   const LanguageModelPlan& language_plan() const override { return plan_; }
-  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset) override;  // positions are the blocks' (rope)
+  torch::Tensor embed(const torch::Tensor& idx, std::int64_t offset, const torch::Tensor& positions) override;  // positions are the blocks' (rope)
   torch::Tensor final_norm(const torch::Tensor& x) override { return norm_->forward(x); }
   torch::Tensor& head_weight() override { return tied() ? embed_tokens_->weight : lm_head_->weight; }
   std::string head_name() const override { return plan_.head_name(); }

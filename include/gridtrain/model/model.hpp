@@ -45,7 +45,15 @@ class Model : public torch::nn::Module {
   // head_loss_sum(stage_forward(input), targets) / items == loss(input, targets). chunk: which of
   // the rank's model chunks runs (interleaved 1F1B: chunk c is virtual stage c·pp + stage; the
   // first stage's chunk 0 takes split()'s input, the last stage's last chunk feeds the head).
-  virtual torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0) = 0;
+  // ids: split()'s input of the micro-batch on every stage, for a model that needs it there
+  // (input_on_every_stage()); else undefined or ignored.
+  virtual torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0, const torch::Tensor& ids = {}) = 0;
+  /// Whether every pipeline stage's stage_forward needs the micro-batch's split() input (a
+  /// language model's document masks and positions), not only the first's.
+  virtual bool input_on_every_stage() const { return false; }
+  /// The targets' items that carry loss (what the loss is the mean over): all of them here; a
+  /// language model with data.eod_mask_loss leaves out the predictions from end-of-document tokens.
+  virtual double items(const torch::Tensor& targets) const { return static_cast<double>(targets.numel()); }
   /// Sum of the cross-entropy over the targets' items from the last stage's output (last stage only).
   virtual torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) = 0;
   /// What validation sums from the last stage's output, a (k,) fp32 tensor: [0] the summed loss as

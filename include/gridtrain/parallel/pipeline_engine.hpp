@@ -29,10 +29,13 @@ class PipelineEngine {
   /// stage's targets} (Model::split: token ids (B, T) and next ids (B, T), or images and labels).
   using MicroBatch = std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t first, int rows)>;
   /// The stage's forward of model chunk `chunk`: x is the first stage's input (chunk 0), else
-  /// the previous virtual stage's fp32 activations (B, T, C). Returns activations, or on the last
-  /// stage's last chunk (targets defined) the loss summed over the targets' items, a 0-d fp32
-  /// tensor (in evaluate: a (k,) tensor of sums, the loss first).
-  using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets, int chunk)>;
+  /// the previous virtual stage's fp32 activations (B, T, C); input is the micro-batch's first-stage
+  /// input on every stage built with input_everywhere, else on the first and last stage only
+  /// (undefined elsewhere). Returns activations, or on the last stage's last chunk (targets
+  /// defined) the loss summed over the targets' items, a 0-d fp32 tensor (in evaluate: a (k,)
+  /// tensor of sums, the loss first).
+  using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& input,
+                                              const torch::Tensor& targets, int chunk)>;
   /// The shape of the activations between stages for a micro-batch of `rows` samples, (B, T, C).
   using ActivationShape = std::function<std::vector<std::int64_t>(int rows)>;
   /// Called before each backward pass; last: the step's last, whose gradients the reducers
@@ -45,19 +48,21 @@ class PipelineEngine {
   /// stage's (Model::tied_parameters: the token embedding on the first and the last stage;
   /// ignored with pp = 1). Collective over grid.pp() (the tied pair's axis is split off it).
   /// activation_dtype: of the activations and their gradients between stages (fp32, or the 2-byte
-  /// weights' dtype, which the next stage's norms need their input in).
+  /// weights' dtype, which the next stage's norms need their input in). input_everywhere: every
+  /// stage takes its micro-batches (Model::input_on_every_stage), not only the first and last.
   PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
                  torch::ScalarType activation_dtype, torch::Device device, bool first_stage, bool last_stage,
-                 bool tied, Timer& timer);
+                 bool tied, bool input_everywhere, Timer& timer);
 
-  /// One step: micro_batches micro-batches of micro_batch rows, each backward from its mean loss
-  /// over its targets' items / micro_batches × loss_scale, each preceded by before_backward.
-  /// Returns on the last stage the step's mean loss (Σ of the micro-batch means / micro_batches)
-  /// as a 0-d tensor on the device, left there (no synchronization); undefined elsewhere. Throws
+  /// One step: micro_batches micro-batches of micro_batch rows, each backward from its summed loss
+  /// / items × loss_scale, each preceded by before_backward; items: what the step's loss on this
+  /// rank is the mean over (its targets' items that carry loss; or a share of the global batch's).
+  /// Returns on the last stage the step's mean loss (Σ of the micro-batch sums / items) as a 0-d
+  /// tensor on the device, left there (no synchronization); undefined elsewhere. Throws
   /// std::bad_alloc / c10::OutOfMemoryError when out of memory, CommTimeout when a peer stage
   /// does not answer in comm.timeout_s.
   torch::Tensor train(int micro_batches, int micro_batch, const MicroBatch& batch, const Forward& forward,
-                      const BeforeBackward& before_backward, double loss_scale);
+                      const BeforeBackward& before_backward, double items, double loss_scale);
   /// Forward only over `rows` rows in micro-batches of micro_batch (validation). Returns on the
   /// last stage the sums forward returns added over the rows (the loss in nats first), empty
   /// elsewhere. Runs the forwards of padded_rows >= rows (the most any dp rank has), the extra
@@ -81,7 +86,7 @@ class PipelineEngine {
   int chunks_;
   ActivationShape activation_shape_;
   torch::TensorOptions activations_;  // dtype and device of the activations between stages
-  bool first_, last_;
+  bool first_, last_, input_everywhere_;
   std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)
   Timer& timer_;
 };

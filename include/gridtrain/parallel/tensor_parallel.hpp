@@ -55,6 +55,9 @@ struct TpRegion {
   /// The positions in their sequences of the tokens this rank holds between the tensor-parallel
   /// layers, int64 from offset: (T,) for every sequence of the batch, or with SP (B, T/t).
   torch::Tensor positions(std::int64_t B, std::int64_t T, std::int64_t offset, const torch::TensorOptions& options) const;
+  /// Per-token values t (B, T) → those of the tokens this rank holds between the tensor-parallel
+  /// layers, in positions()'s order: (B, T/t) with sequence parallelism, else t.
+  torch::Tensor local_tokens(const torch::Tensor& t) const;
 };
 
 /// Vocabulary-parallel embedding: idx (B, T) int64 global ids; weight (V_local, C) holds ids
