@@ -21,6 +21,14 @@ void Trainer::describe_setup() const {
              m.flops_formula() + "); parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->world()) + "\n");
   log_.print("Data: " + samples_->describe() + "\n");
+  if (const auto& d = cfg_.data; d.documents()) {
+    std::string rules;
+    for (const auto& [on, what] : {std::pair{d.reset_position_ids, "positions restart"},
+                                   {d.document_mask, "attention within the document"},
+                                   {d.eod_mask_loss, "no loss on the prediction from it"}})
+      if (on) rules += std::string(rules.empty() ? "" : ", ") + what;
+    log_.print("Documents: end at eod " + std::to_string(samples_->shape().eod_token) + "; " + rules + "\n");
+  }
   log_.print("Batch: global " + std::to_string(cfg_.train.global_batch) + " = micro " +
              std::to_string(cfg_.train.micro_batch) + " x dp " + std::to_string(plan_.shape.dp) + " x accumulation " +
              std::to_string(plan_.accumulation) + " " + m.samples() + "; " +

@@ -191,9 +191,12 @@ Key eod_key() {
   k.info.default_value = "auto";
   k.info.valid = "auto, or a token id >= 0 below the vocabulary size";
   k.assign = [assign = k.assign](Config& c, const std::string& text) -> std::optional<std::string> {
-    if (text != "auto") return assign(c, text);
-    c.data.eod_token = -1;
-    return std::nullopt;
+    if (text == "auto") {
+      c.data.eod_token = -1;
+      return std::nullopt;
+    }
+    auto problem = assign(c, text);
+    return problem ? std::optional(*problem + ", or auto") : problem;
   };
   k.show = [](const Config& c) { return c.data.eod_token < 0 ? std::string("auto") : std::to_string(c.data.eod_token); };
   return k;

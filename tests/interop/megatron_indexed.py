@@ -15,8 +15,9 @@ TEXT is a text file (Genesis and Exodus, KJV); its lines, as bytes, are the docu
 4. `gridtrain prepare jsonl` of documents with non-ASCII text, emoji, every kind of whitespace and
    empty documents, plain, gzip and Zstandard, from 1 and 3 ranks: megatron-core reads the
    non-empty documents' bytes; with a SentencePiece model and --append-eod, each document is
-   SentencePiece's own encoding (its Python module) plus the eos id. Damaged files are refused
-   by file and line.
+   SentencePiece's own encoding (its Python module) plus the eos id, and the HDF5 corpus records
+   that id for document-aware training (data.eod_token and its refusals). Damaged files are
+   refused by file and line.
 """
 import gzip
 import json
@@ -155,6 +156,26 @@ got = IndexedDataset(f"{WORK}/docs_sp")
 want = [sp.encode(t) + [sp.eos_id()] for t in texts if sp.encode(t)]
 check(sp.eos_id() >= 0 and [list(map(int, got[d])) for d in range(len(got))] == want,
       f"prepare jsonl --sp-model --append-eod: {len(want)} documents are SentencePiece's ids + eos {sp.eos_id()}")
+# The HDF5 corpus records the end-of-document token, which document-aware training then finds;
+# a Megatron dataset records none, and a token outside the vocabulary or unlike the recorded one
+# is refused by name.
+run([GRIDTRAIN, "prepare", "jsonl", "--input", jsonl, "--output", f"{WORK}/docs_sp.h5", "--sp-model", f"{WORK}/sp.model",
+     "--append-eod", "--val-fraction", "0.5"])
+with h5py.File(f"{WORK}/docs_sp.h5") as f:
+    check(int(f.attrs["eod_id"]) == sp.eos_id(), f"prepare jsonl --append-eod records eod_id = {sp.eos_id()}")
+small = ["--model.n_layer=1", "--model.n_head=2", "--model.n_embd=16", "--model.block_size=8", "--train.steps=2",
+         "--train.micro_batch=2", "--train.global_batch=2", "--train.eval_samples=2", "--optim.warmup_steps=1",
+         "--optim.decay_steps=2", "--checkpoint.dir=none", f"--output.dir={WORK}/docs_run", "--output.overwrite=true"]
+documents = ["--data.reset_position_ids=true", "--data.document_mask=true", "--data.eod_mask_loss=true"]
+p = run([GRIDTRAIN, f"--data.path={WORK}/docs_sp.h5", *small, *documents], expect_ok=False)
+check(p.returncode == 0 and f"eod {sp.eos_id()}" in p.stdout, "document-aware training takes the recorded eod_id")
+for path, extra, message in [(f"{WORK}/gt", ["--model.vocab_size=256"], "records none: set data.eod_token"),
+                             (f"{WORK}/docs_sp.h5", ["--data.eod_token=600"], "not a token of the vocabulary (600 ids)"),
+                             (f"{WORK}/docs_sp.h5", [f"--data.eod_token={sp.eos_id() + 1}"],
+                              f"records its documents' end token as {sp.eos_id()}")]:
+    p = run([GRIDTRAIN, f"--data.path={path}", *small, *documents, *extra], expect_ok=False)
+    check(p.returncode != 0 and message in p.stderr, f"{os.path.basename(path)} {' '.join(extra)}: refused ('{message}')")
+
 # Damaged input, refused by file and line (line 2 of each).
 for name, body, message in [("notjson", '{"text": "a"}\n{"text": "b"\n', "bad2.jsonl:2: not JSON"),
                             ("array", '{"text": "a"}\n["b"]\n', "bad2.jsonl:2: a JSON array, not an object"),

@@ -188,6 +188,17 @@ TEST_CASE("model.channels parses one channel count >= 1 per cnn stage", "[config
   CHECK_THROWS_WITH(parse_config("", "test", {"--model.type=mlp"}), Catch::Contains("one of gpt cnn"));
 }
 
+TEST_CASE("the document keys are for language models; data.eod_token is auto or a token id", "[config]") {
+  const Config c = parse_config("", "test", {"--data.document_mask=true", "--data.eod_token=10"});
+  CHECK((c.data.document_mask && c.data.documents() && c.data.eod_token == 10));
+  CHECK(parse_config("", "test", {"--data.eod_token=auto"}).data.eod_token == -1);
+  CHECK(!parse_config("", "test", {}).data.documents());
+  for (const char* key : {"--data.reset_position_ids=true", "--data.document_mask=true", "--data.eod_mask_loss=true"})
+    CHECK_THAT(problems("", {"--model.type=cnn", key}), Catch::Contains("but model.type = cnn trains on images"));
+  CHECK_THAT(problems("", {"--data.eod_token=-2"}),
+             Catch::Contains("data.eod_token = '-2'") && Catch::Contains("valid: integer >= 0"));
+}
+
 TEST_CASE("data.random_crop is for images: refused with gpt, out-of-range values named", "[config]") {
   CHECK(parse_config("", "test", {"--model.type=cnn", "--data.random_crop=4"}).data.random_crop == 4);
   CHECK_THAT(problems("", {"--data.random_crop=2"}),
