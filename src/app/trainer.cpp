@@ -40,6 +40,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
     start_step_ = thermo_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
+    samples_->restore(at.train, at.sample_index);
     stack_->publish();
   } else if (cfg_.checkpoint.init_from != "none") {
     checkpointer_->load_weights(cfg_.checkpoint.init_from, *model_, *optimizer_);
@@ -194,8 +195,11 @@ RunResult Trainer::run() {
     return r;
   }
   const ModelPlan& m = model_->plan();
+  std::vector<std::string> datasets;  // a blend's, reported one by one
+  if (const auto sets = samples_->datasets(); sets.size() > 1)
+    for (const auto& d : sets) datasets.push_back(d.name);
   Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier(),
-                cfg_.output.tensorboard ? cfg_.output.dir : "");
+                cfg_.output.tensorboard ? cfg_.output.dir : "", datasets);
   double peak = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
   grid_->world().blocking_sum(&peak, 1, "peak FLOP/s");
   const double items_per_step = static_cast<double>(cfg_.train.global_batch) * static_cast<double>(m.items_per_sample());
@@ -231,13 +235,15 @@ RunResult Trainer::run() {
     if (last && val) {
       r.final_val_loss = val->loss;
       r.final_val_accuracy = val->accuracy;
+      r.final_val_per_dataset = val->per_dataset;
     }
 
     const int sig = agree_stop_signal(grid_->world());
     const bool stop = sig != 0 && !last;  // a signal on the last step changes nothing: the run is complete
     if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled())) {
-      checkpointer_->save(s + 1, sample_index_, samples_->epoch(sample_index_), *model_, *optimizer_,
-                          guard_->state());
+      TrainState state = guard_->state();
+      for (auto& entry : samples_->state()) state.push_back(std::move(entry));
+      checkpointer_->save(s + 1, sample_index_, samples_->epoch(sample_index_), *model_, *optimizer_, state);
     }
     timer_.stamp(Section::Checkpoint);
     if (stop) {

@@ -21,6 +21,12 @@ void Trainer::describe_setup() const {
              m.flops_formula() + "); parameters per rank " +
              min_avg_max(static_cast<double>(count_parameters(*model_)), grid_->world()) + "\n");
   log_.print("Data: " + samples_->describe() + "\n");
+  if (const auto sets = samples_->datasets(); sets.size() > 1) {
+    std::string legend;
+    for (std::size_t i = 0; i < sets.size(); ++i)
+      legend += (i ? ", " : "") + std::string("Val") + std::to_string(i + 1) + " = " + sets[i].name;
+    log_.print("Validation: each dataset's loss (" + legend + "); ValLoss is their weighted mean\n");
+  }
   if (const auto& d = cfg_.data; d.documents()) {
     std::string rules;
     for (const auto& [on, what] : {std::pair{d.reset_position_ids, "positions restart"},
@@ -62,6 +68,7 @@ ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const
                 .loss = v.loss,
                 .val_loss = val ? std::optional(val->loss) : std::nullopt,
                 .val_accuracy = val ? val->accuracy : std::nullopt,
+                .val_datasets = val ? val->per_dataset : std::vector<double>{},
                 .lr = lr,
                 .grad_norm = v.norm,
                 .items_per_s = rate.items_per_s,

@@ -407,6 +407,7 @@ void Checkpointer::Impl::write(const Snapshot& snap) {
     h5_write_attr(data, "tokenizer", corpus_.tokenizer);
     h5_write_attr(data, "train_tokens", static_cast<long long>(corpus_.train_size));
     h5_write_attr(data, "val_tokens", static_cast<long long>(corpus_.val_size));
+    if (!corpus_.blend.empty()) h5_write_attr(data, "blend", corpus_.blend);
     H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
     for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
   });

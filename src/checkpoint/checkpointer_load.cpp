@@ -92,9 +92,15 @@ std::string Checkpointer::Impl::check_corpus(hid_t data) const {
   if (was.tokenizer != corpus_.tokenizer)
     changed += (changed.empty() ? "" : "; ") + std::string("tokenizer ") + was.tokenizer + " then, " +
                corpus_.tokenizer + " now";
+  const std::string blend = h5_has_attr(data, "blend") ? h5_read_attr_string(data, "blend") : "";
+  if (blend != corpus_.blend)
+    changed += (changed.empty() ? "" : "; ") + std::string("data.blend '") + (blend.empty() ? "none" : blend) +
+               "' then, '" + (corpus_.blend.empty() ? "none" : corpus_.blend) + "' now: from the resumed sample on, "
+               "the datasets are drawn at the new weights, each continuing from the samples it had";
   if (changed.empty()) return "";
+  const std::string data_key = corpus_.blend.empty() ? "data.path = " + cfg_.data.path : "data.blend";
   if (!cfg_.data.allow_change)
-    throw Error("was written for another corpus than data.path = " + cfg_.data.path + " (" + changed +
+    throw Error("was written for another corpus than " + data_key + " (" + changed +
                 "): its data position would be applied to different data. Resume with the same data, or set "
                 "data.allow_change = true");
   return "; data.allow_change = true: the corpus changed (" + changed + ")";

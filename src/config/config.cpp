@@ -105,6 +105,9 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
   if (c.data.random_crop > 0 && c.model.type != ModelType::Cnn)
     errors.push_back("data.random_crop = " + std::to_string(c.data.random_crop) + " crops images, but model.type = " +
                      name_of(c.model.type) + " trains on tokens; valid: 0, or model.type = cnn");
+  if (!c.data.blend.empty() && c.model.type == ModelType::Cnn)
+    errors.push_back("data.blend mixes token datasets, but model.type = cnn trains on one image set; valid: none, or "
+                     "model.type = gpt or llama");
   if (c.data.documents() && c.model.type == ModelType::Cnn)
     errors.push_back("data.reset_position_ids, data.document_mask and data.eod_mask_loss split token windows into "
                      "documents, but model.type = cnn trains on images; valid: false, or model.type = gpt or llama");

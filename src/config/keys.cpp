@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "gridtrain/config/data_blend.hpp"
 #include "gridtrain/config/data_split.hpp"
 #include "gridtrain/util/error.hpp"
 #include "key_makers.hpp"
@@ -181,6 +182,35 @@ Key split_key() {
   return k;
 }
 
+// data.blend: checked as the loader will read it; none (stored as "") trains on data.path alone.
+Key blend_key() {
+  Key k = text_key("data.blend", GT_REF(data.blend),
+                   "language models: weighted datasets in Megatron's --data-path syntax, '0.7 data/a 0.3 data/b' "
+                   "(each of any data.path kind; weights normalized), in place of data.path. Sample j of the blend "
+                   "comes from the dataset with the largest w·max(j,1) - samples drawn so far (Megatron's greedy "
+                   "rule), so each dataset's count stays within one of w·j at every layout; each dataset has its "
+                   "own order and wraps its epochs. Validation runs over each dataset (train.eval_samples each) and "
+                   "reports each, and their weighted mean as ValLoss. Resuming with other weights needs "
+                   "data.allow_change; none = data.path alone");
+  k.info.default_value = "none";
+  k.info.valid = "none, or two or more pairs of a positive weight and a dataset path";
+  k.assign = [](Config& c, const std::string& text) -> std::optional<std::string> {
+    if (text == "none") {
+      c.data.blend.clear();
+      return std::nullopt;
+    }
+    try {
+      parse_blend(text);
+    } catch (const Error& e) {
+      return std::string(e.what()).substr(std::string("data.blend = '" + text + "': ").size());
+    }
+    c.data.blend = text;
+    return std::nullopt;
+  };
+  k.show = [](const Config& c) { return c.data.blend.empty() ? std::string("none") : c.data.blend; };
+  return k;
+}
+
 // data.eod_token: auto (stored as -1) is what the corpus records; Megatron datasets record nothing.
 Key eod_key() {
   Key k = int_key<int>("data.eod_token", GT_REF(data.eod_token),
@@ -209,6 +239,7 @@ std::vector<Key> data_keys() {
                "(*.h5) or a glob; shards are concatenated in name order. Or Megatron indexed datasets: a prefix P "
                "of P.idx and P.bin, or a directory or glob of *.idx (model.vocab_size must be set: the index "
                "records none). cnn: image set written by `gridtrain prepare idx` (one HDF5 file)"),
+      blend_key(),
       split_key(),
       int_key<int>("data.random_crop", GT_REF(data.random_crop),
                    "cnn: random-crop augmentation, pixels: each training image is zero-padded by this many pixels "

@@ -1,6 +1,10 @@
 #include "gridtrain/data/samples.hpp"
 
+#include <algorithm>
+
 #include "gridtrain/comm/agree.hpp"
+#include "gridtrain/config/data_blend.hpp"
+#include "gridtrain/data/blended_samples.hpp"
 #include "gridtrain/data/image_data.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/token_data.hpp"
@@ -49,7 +53,7 @@ class TokenSamples : public Samples {
   DataShape shape() const override { return {vocab_, eod_}; }
   void train_row(std::uint64_t g, std::int64_t* out) override { copy_window(data_.train, sampler_->window_start(g), T_, out); }
   std::uint64_t epoch(std::uint64_t g) const override { return sampler_->epoch(g); }
-  std::vector<std::uint64_t> validation(int count) const override {
+  std::vector<std::uint64_t> validation(int count, int) const override {
     return validation_starts(data_.val.size(), T_, count);
   }
   std::string validation_samples() const override {
@@ -94,7 +98,7 @@ class ImageSamples : public Samples {
     copy_image(data_, data_.train, sampler_.window_start(g), dy, dx, out);
   }
   std::uint64_t epoch(std::uint64_t g) const override { return sampler_.epoch(g); }
-  std::vector<std::uint64_t> validation(int count) const override { return validation_items(data_.test.count, count); }
+  std::vector<std::uint64_t> validation(int count, int) const override { return validation_items(data_.test.count, count); }
   std::string validation_samples() const override { return "images in /test/images"; }
   void val_row(std::uint64_t id, std::int64_t* out) const override { copy_image(data_, data_.test, id, 0, 0, out); }
   std::string describe() const override {
@@ -118,13 +122,19 @@ class ImageSamples : public Samples {
 DataShape data_shape(const Config& c, MPI_Comm comm) {
   if (c.model.type == ModelType::Cnn) return ImageSamples(c, comm).shape();
   if (c.model.vocab_size > 0) return {c.model.vocab_size};
-  return {corpus_vocab_size(c.data.path, comm, "Prepare the dataset with `gridtrain prepare`, or set model.vocab_size",
-                            c.data.split)};
+  int vocab = 0;  // a blend's: the largest of its datasets'
+  for (const auto& path : c.data.blend.empty() ? std::vector{c.data.path} : parse_blend(c.data.blend).paths)
+    vocab = std::max(vocab, corpus_vocab_size(path, comm, "Prepare the dataset with `gridtrain prepare`, or set "
+                                                          "model.vocab_size", c.data.split));
+  return {vocab};
 }
 
 std::unique_ptr<Samples> load_samples(const Config& c, MPI_Comm comm) {
   if (c.model.type == ModelType::Cnn) return std::make_unique<ImageSamples>(c, comm);
-  return std::make_unique<TokenSamples>(c, comm);
+  if (!c.data.blend.empty()) return std::make_unique<BlendedSamples>(c, comm);
+  return load_token_samples(c, comm);
 }
+
+std::unique_ptr<Samples> load_token_samples(const Config& c, MPI_Comm comm) { return std::make_unique<TokenSamples>(c, comm); }
 
 }  // namespace gridtrain

@@ -8,11 +8,20 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "gridtrain/util/files.hpp"
 
 namespace gridtrain {
 
 namespace {
+
+// A dataset path inside a JSON key: escaped as JSON escapes strings, without the quotes.
+std::string json_key(const std::string& text) {
+  const std::string quoted = nlohmann::json(text).dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
 
 // The "step" of a metrics.jsonl line (each begins {"step": N, ...}), or -1.
 long long step_of_line(const std::string& line) {
@@ -73,9 +82,9 @@ double RemainingTime::seconds_for(long long steps) const {
 }
 
 Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item, bool accuracy,
-               const std::string& tensorboard_dir)
+               const std::string& tensorboard_dir, std::vector<std::string> datasets)
     : log_(log), rate_header_(item == "token" ? "Tok/s" : "Img/s"), rate_key_(item + "s_per_s"),
-      seen_key_(item + "s_seen"), accuracy_(accuracy) {
+      seen_key_(item + "s_seen"), accuracy_(accuracy), datasets_(std::move(datasets)) {
   if (!log_.active()) return;
   std::string kept;
   long long dropped = 0;
@@ -100,20 +109,31 @@ Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, 
 
 void Thermo::write(const ThermoRow& r) {
   if (!log_.active()) return;
-  char line[512];
+  char line[1024];
+  auto per_dataset = [&](bool header) {  // a blend's validation columns, after ValLoss
+    std::string cells;
+    for (std::size_t d = 0; d < datasets_.size(); ++d) {
+      char cell[16];
+      if (header) std::snprintf(cell, sizeof cell, " %9s", ("Val" + std::to_string(d + 1)).c_str());
+      else if (d < r.val_datasets.size()) std::snprintf(cell, sizeof cell, " %9.4f", r.val_datasets[d]);
+      else std::snprintf(cell, sizeof cell, " %9s", "-");
+      cells += cell;
+    }
+    return cells;
+  };
   if (!header_done_) {
-    std::snprintf(line, sizeof line, "%8s %9s %9s %10s %9s %10s %9s %6s %6s%s%s %10s\n", "Step", "Loss", "ValLoss", "LR",
-                  "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips", accuracy_ ? "    ValAcc" : "",
-                  fix_text(r.fixes, true).c_str(), "Remain");
+    std::snprintf(line, sizeof line, "%8s %9s %9s%s %10s %9s %10s %9s %6s %6s%s%s %10s\n", "Step", "Loss", "ValLoss",
+                  per_dataset(true).c_str(), "LR", "GradNorm", rate_header_.c_str(), "ms/step", "MFU%", "Skips",
+                  accuracy_ ? "    ValAcc" : "", fix_text(r.fixes, true).c_str(), "Remain");
     log_.print(line);
     header_done_ = true;
   }
   char val[16] = "        -", acc[16] = "         -";
   if (r.val_loss) std::snprintf(val, sizeof val, "%9.4f", *r.val_loss);
   if (r.val_accuracy) std::snprintf(acc, sizeof acc, "%10.4f", *r.val_accuracy);
-  std::snprintf(line, sizeof line, "%8lld %9.4f %9s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s%s %10s\n", r.step, r.loss,
-                val, r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped, accuracy_ ? acc : "",
-                fix_text(r.fixes, false).c_str(), clock_text(r.remaining_s).c_str());
+  std::snprintf(line, sizeof line, "%8lld %9.4f %9s%s %10.3e %9.4f %10.0f %9.1f %6.2f %6lld%s%s %10s\n", r.step, r.loss,
+                val, per_dataset(false).c_str(), r.lr, r.grad_norm, r.items_per_s, r.step_ms, 100.0 * r.mfu, r.skipped,
+                accuracy_ ? acc : "", fix_text(r.fixes, false).c_str(), clock_text(r.remaining_s).c_str());
   log_.print(line);
 
   std::string json;
@@ -128,6 +148,8 @@ void Thermo::write(const ThermoRow& r) {
   add("step", "%lld", r.step);
   add("loss", "%.8g", r.loss);
   if (r.val_loss) add("val_loss", "%.8g", *r.val_loss);
+  for (std::size_t d = 0; d < r.val_datasets.size() && d < datasets_.size(); ++d)
+    add(("val_loss/" + json_key(datasets_[d])).c_str(), "%.8g", r.val_datasets[d]);
   if (r.val_accuracy) add("val_accuracy", "%.8g", *r.val_accuracy);
   add("lr", "%.8g", r.lr);
   add("grad_norm", "%.8g", r.grad_norm);
@@ -154,6 +176,8 @@ void Thermo::write_tensorboard(const ThermoRow& r) {
                {"memory/model_state_mib", r.state_mib}, {"memory/peak_rss_mib", r.peak_rss_mib},
                {"comm/dp_bytes_per_step", static_cast<double>(r.comm_bytes)}};
   if (r.val_loss) s.emplace_back("loss/val", *r.val_loss);
+  for (std::size_t d = 0; d < r.val_datasets.size() && d < datasets_.size(); ++d)
+    s.emplace_back("loss/val/" + datasets_[d], r.val_datasets[d]);
   if (r.val_accuracy) s.emplace_back("accuracy/val", *r.val_accuracy);
   for (const auto& c : r.fixes)
     if (!c.tag.empty()) s.emplace_back(c.tag, c.value);

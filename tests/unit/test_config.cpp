@@ -8,6 +8,7 @@
 #include "../support/errors.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
 #include "gridtrain/config/config.hpp"
+#include "gridtrain/config/data_blend.hpp"
 #include "gridtrain/util/error.hpp"
 
 using namespace gridtrain;
@@ -197,6 +198,22 @@ TEST_CASE("the document keys are for language models; data.eod_token is auto or 
     CHECK_THAT(problems("", {"--model.type=cnn", key}), Catch::Contains("but model.type = cnn trains on images"));
   CHECK_THAT(problems("", {"--data.eod_token=-2"}),
              Catch::Contains("data.eod_token = '-2'") && Catch::Contains("valid: integer >= 0"));
+}
+
+TEST_CASE("data.blend takes Megatron's weight-path pairs, normalized; malformed blends are refused by item", "[config]") {
+  const Config c = parse_config("", "test", {"--data.blend=3 data/a 1 data/b"});
+  const BlendSpec b = parse_blend(c.data.blend);
+  CHECK(b.paths == std::vector<std::string>{"data/a", "data/b"});
+  CHECK(b.weights == std::vector<double>{0.75, 0.25});
+  CHECK(b.text() == "0.75 data/a 0.25 data/b");
+  CHECK(parse_config("", "test", {"--data.blend=none"}).data.blend.empty());
+  CHECK_THAT(problems("", {"--data.blend=0.5 data/a"}), Catch::Contains("fewer than two datasets"));
+  CHECK_THAT(problems("", {"--data.blend=0.5 data/a 0.5"}), Catch::Contains("an odd number of items (3)"));
+  CHECK_THAT(problems("", {"--data.blend=0.5 data/a x data/b"}),
+             Catch::Contains("weight 'x' of 'data/b' is not a positive number"));
+  CHECK_THAT(problems("", {"--data.blend=0.5 data/a 0 data/b"}), Catch::Contains("weight '0' of 'data/b'"));
+  CHECK_THAT(problems("", {"--data.blend=0.5 data/a 0.5 data/a"}), Catch::Contains("'data/a' is named twice"));
+  CHECK_THAT(problems("", {"--model.type=cnn", "--data.blend=1 a 1 b"}), Catch::Contains("data.blend mixes token datasets"));
 }
 
 TEST_CASE("data.random_crop is for images: refused with gpt, out-of-range values named", "[config]") {

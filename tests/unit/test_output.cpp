@@ -119,6 +119,22 @@ TEST_CASE("Thermo: metrics.jsonl holds one line per step; a resume keeps the lin
   CHECK_THAT(lines[2], Catch::StartsWith("{\"step\": 3,"));
 }
 
+TEST_CASE("Thermo: a blend's datasets get validation columns, metrics.jsonl keys and TensorBoard tags", "[output]") {
+  const std::string dir = test::temp_dir("thermo-blend");
+  Log quiet(true);
+  {
+    Thermo t(quiet, dir + "/metrics.jsonl", 0, "token", false, dir, {"data/a", "b\"c"});
+    t.write(row(1));
+    ThermoRow r = row(2);
+    r.val_loss = 1.5, r.val_datasets = {1.25, 2.0};
+    t.write(r);
+  }
+  const auto lines = lines_of(dir + "/metrics.jsonl");
+  REQUIRE(lines.size() == 2);
+  CHECK_THAT(lines[0], !Catch::Contains("val_loss"));
+  CHECK_THAT(lines[1], Catch::Contains("\"val_loss\": 1.5, \"val_loss/data/a\": 1.25, \"val_loss/b\\\"c\": 2,"));
+}
+
 TEST_CASE("agree: a phase that throws becomes one Error; the OS error travels with it", "[error]") {
   CHECK_NOTHROW(agree(MPI_COMM_SELF, [] {}));
   CHECK_THROWS_WITH(agree(MPI_COMM_SELF, [] { throw std::runtime_error("disk on fire"); }), "disk on fire");

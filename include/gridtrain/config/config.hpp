@@ -98,6 +98,7 @@ struct Config {
   } model;
   struct Data {
     std::string path = "data/kjv.h5";  ///< a token file, a directory of shard files, or a glob; or a Megatron prefix
+    std::string blend;          ///< "0.7 pathA 0.3 pathB" (Megatron's --data-path); "" = data.path alone
     std::string split;          ///< Megatron datasets: train,validation,test weights over documents; "" (auto) = 969,30,1
     bool allow_change = false;  ///< resume onto another corpus than the checkpoint's
     int prefetch = 2;           ///< batches the loader thread keeps ready ahead; 0 = load on the step loop's thread

@@ -14,6 +14,7 @@ struct CorpusId {
   std::uint64_t train_size = 0, val_size = 0;
   std::string tokenizer;        ///< the data file's tokenizer ("bytes"), for `gridtrain generate`
   std::string tokenizer_model;  ///< its serialized model ("" for bytes), stored as /tokenizer/model
+  std::string blend;            ///< data.blend normalized (BlendSpec::text), or "" for one corpus
 };
 
 }  // namespace gridtrain

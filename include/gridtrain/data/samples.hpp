@@ -17,6 +17,17 @@
 
 namespace gridtrain {
 
+/// What checkpoints keep of the sampling beyond (train.seed, global sample index), by name (the
+/// /train attributes); empty for one corpus.
+using DataState = std::vector<std::pair<std::string, std::vector<double>>>;
+
+/// One dataset of the training data as reports name it: a blend's path and weight; a single
+/// corpus is one dataset named "" of weight 1.
+struct DatasetInfo {
+  std::string name;
+  double weight = 1.0;
+};
+
 class Samples {
  public:
   virtual ~Samples() = default;
@@ -29,8 +40,16 @@ class Samples {
   virtual void train_row(std::uint64_t g, std::int64_t* out) = 0;
   /// Epoch of global sample index g.
   virtual std::uint64_t epoch(std::uint64_t g) const = 0;
-  /// The fixed validation subset: at most count sample ids, the same on every rank and layout.
-  virtual std::vector<std::uint64_t> validation(int count) const = 0;
+  /// The fixed validation subset of dataset `dataset` (of datasets()): at most count sample ids,
+  /// the same on every rank and layout.
+  virtual std::vector<std::uint64_t> validation(int count, int dataset = 0) const = 0;
+  /// The datasets validation reports one by one (a blend's); one by default.
+  virtual std::vector<DatasetInfo> datasets() const { return {{}}; }
+  /// The sampling state at a checkpoint (a blend's weights and where they began).
+  virtual DataState state() const { return {}; }
+  /// Continues from a checkpoint's state(), which training resumes at global sample g (a
+  /// checkpoint without it: from g as it is).
+  virtual void restore(const DataState& state, std::uint64_t g) { (void)state, (void)g; }
   /// What a validation sample is, plural, for messages: "windows of 129 tokens in /val/tokens".
   virtual std::string validation_samples() const = 0;
   /// Writes validation sample `id` (from validation()) into out. Thread-safe.
@@ -46,9 +65,14 @@ class Samples {
 /// (the set is opened and its labels checked). Collective over comm. Throws gridtrain::Error naming data.path.
 DataShape data_shape(const Config& c, MPI_Comm comm);
 
-/// Loads the data of c.model.type from c.data.path. Collective over comm. Throws gridtrain::Error
+/// Loads the data of c.model.type from c.data.path, or the blend c.data.blend (data/blended_samples).
+/// Collective over comm. Throws gridtrain::Error
 /// (the same on every rank) naming the file and the problem (see load_tokens, load_images), and for
 /// a model.vocab_size below the corpus's.
 std::unique_ptr<Samples> load_samples(const Config& c, MPI_Comm comm);
+
+/// The token windows of the one corpus c.data.path (what load_samples gives a language model
+/// without a blend).
+std::unique_ptr<Samples> load_token_samples(const Config& c, MPI_Comm comm);
 
 }  // namespace gridtrain

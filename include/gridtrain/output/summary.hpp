@@ -55,6 +55,7 @@ struct RunResult {
   std::vector<double> grad_norms;  ///< global gradient norm per step (before clipping)
   std::optional<double> final_val_loss;      ///< nats per item
   std::optional<double> final_val_accuracy;  ///< classifiers: top-1 fraction correct
+  std::vector<double> final_val_per_dataset;  ///< a blend's: each dataset's (Samples::datasets order)
   long long skipped = 0;    ///< updates skipped (non-finite or outlier), including before a resume
   double loss_scale = 1.0;  ///< dynamic loss scale at the end (1 without loss scaling)
   double loop_s = 0;        ///< wall seconds of the step loop

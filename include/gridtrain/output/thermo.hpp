@@ -33,6 +33,7 @@ struct ThermoRow {
   double loss = 0;                      ///< mean training loss of this step over the global batch, nats/token
   std::optional<double> val_loss = {};  ///< validation loss when computed at this step, nats/item
   std::optional<double> val_accuracy = {};  ///< classifiers: top-1 validation accuracy when computed
+  std::vector<double> val_datasets = {};    ///< a blend's: each dataset's validation loss when computed
   double lr = 0;                        ///< learning rate used by this step
   double grad_norm = 0;                 ///< global L2 norm before clipping
   double items_per_s = 0;               ///< global items (tokens; images) per second over the interval
@@ -88,9 +89,10 @@ class Thermo {
   /// "image": Img/s, images_per_s, images_seen); accuracy: a ValAcc column and val_accuracy key
   /// (classifiers).
   /// tensorboard_dir: where TensorBoard event files go (TensorBoardWriter, resumed alike), or ""
-  /// for none.
+  /// for none. datasets: a blend's, whose validation losses get columns Val1, Val2, ..., keys
+  /// val_loss/<dataset> and TensorBoard tags loss/val/<dataset>.
   Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item = "token",
-         bool accuracy = false, const std::string& tensorboard_dir = "");
+         bool accuracy = false, const std::string& tensorboard_dir = "", std::vector<std::string> datasets = {});
   void write(const ThermoRow& row);
 
  private:
@@ -102,6 +104,7 @@ class Thermo {
   bool header_done_ = false;
   std::string rate_header_, rate_key_, seen_key_;
   bool accuracy_;
+  std::vector<std::string> datasets_;
 };
 
 }  // namespace gridtrain
