@@ -156,59 +156,55 @@ std::vector<Key> model_keys() {
   };
 }
 
-// data.split: Megatron's weights, checked as the loader will read them; auto (stored as "") is
-// Megatron's default for a Megatron dataset and nothing for an HDF5 corpus, which has its split.
-Key split_key() {
-  Key k = text_key("data.split", GT_REF(data.split),
-                   "Megatron indexed datasets: weights of the train, validation and test splits over documents, "
-                   "in order (Megatron's --split; the test split is held out); auto = 969,30,1. An HDF5 corpus "
-                   "carries its own split (auto only)");
-  k.info.default_value = "auto";
-  k.info.valid = "auto, or 1 to 3 comma-separated non-negative weights, e.g. 969,30,1";
-  k.assign = [](Config& c, const std::string& text) -> std::optional<std::string> {
-    if (text == "auto") {
-      c.data.split.clear();
+// A text key whose value `unset` (a word, stored as "") means the default, and whose other values
+// `check` parses as the loader will, throwing gridtrain::Error "NAME = 'TEXT': why".
+template <class Ref>
+Key parsed_text_key(const std::string& name, Ref ref, std::string help, const std::string& unset, std::string valid,
+                    void (*check)(const std::string&)) {
+  Key k = text_key(name, ref, std::move(help));
+  k.info.default_value = unset;
+  k.info.valid = std::move(valid);
+  k.assign = [=](Config& c, const std::string& text) -> std::optional<std::string> {
+    if (text == unset) {
+      ref(c).clear();
       return std::nullopt;
     }
     try {
-      split_weights(text);
+      check(text);
     } catch (const Error& e) {
-      return std::string(e.what()).substr(std::string("data.split = '" + text + "': ").size());
+      return std::string(e.what()).substr((name + " = '" + text + "': ").size());
     }
-    c.data.split = text;
+    ref(c) = text;
     return std::nullopt;
   };
-  k.show = [](const Config& c) { return c.data.split.empty() ? std::string("auto") : c.data.split; };
+  k.show = [=](const Config& c) { return ref(c).empty() ? unset : ref(c); };
   return k;
 }
 
-// data.blend: checked as the loader will read it; none (stored as "") trains on data.path alone.
+// data.split: Megatron's weights, checked as the loader will read them; auto is Megatron's
+// default for a Megatron dataset and nothing for an HDF5 corpus, which has its split.
+Key split_key() {
+  return parsed_text_key(
+      "data.split", GT_REF(data.split),
+      "Megatron indexed datasets: weights of the train, validation and test splits over documents, in order "
+      "(Megatron's --split; the test split is held out); auto = 969,30,1. An HDF5 corpus carries its own split "
+      "(auto only)",
+      "auto", "auto, or 1 to 3 comma-separated non-negative weights, e.g. 969,30,1",
+      [](const std::string& text) { split_weights(text); });
+}
+
+// data.blend: checked as the loader will read it; none trains on data.path alone.
 Key blend_key() {
-  Key k = text_key("data.blend", GT_REF(data.blend),
-                   "language models: weighted datasets in Megatron's --data-path syntax, '0.7 data/a 0.3 data/b' "
-                   "(each of any data.path kind; weights normalized), in place of data.path. Sample j of the blend "
-                   "comes from the dataset with the largest w·max(j,1) - samples drawn so far (Megatron's greedy "
-                   "rule), so each dataset's count stays within one of w·j at every layout; each dataset has its "
-                   "own order and wraps its epochs. Validation runs over each dataset (train.eval_samples each) and "
-                   "reports each, and their weighted mean as ValLoss. Resuming with other weights needs "
-                   "data.allow_change; none = data.path alone");
-  k.info.default_value = "none";
-  k.info.valid = "none, or two or more pairs of a positive weight and a dataset path";
-  k.assign = [](Config& c, const std::string& text) -> std::optional<std::string> {
-    if (text == "none") {
-      c.data.blend.clear();
-      return std::nullopt;
-    }
-    try {
-      parse_blend(text);
-    } catch (const Error& e) {
-      return std::string(e.what()).substr(std::string("data.blend = '" + text + "': ").size());
-    }
-    c.data.blend = text;
-    return std::nullopt;
-  };
-  k.show = [](const Config& c) { return c.data.blend.empty() ? std::string("none") : c.data.blend; };
-  return k;
+  return parsed_text_key(
+      "data.blend", GT_REF(data.blend),
+      "language models: weighted datasets in Megatron's --data-path syntax, '0.7 data/a 0.3 data/b' (each of any "
+      "data.path kind; weights normalized), in place of data.path. Sample j of the blend comes from the dataset "
+      "with the largest w·max(j,1) - samples drawn so far (Megatron's greedy rule), so each dataset's count stays "
+      "within one of w·j at every layout; each dataset has its own order and wraps its epochs. Validation runs over "
+      "each dataset (train.eval_samples each) and reports each, and their weighted mean as ValLoss. Resuming with "
+      "other weights needs data.allow_change; none = data.path alone",
+      "none", "none, or two or more pairs of a positive weight and a dataset path",
+      [](const std::string& text) { parse_blend(text); });
 }
 
 // data.eod_token: auto (stored as -1) is what the corpus records; Megatron datasets record nothing.
