@@ -86,7 +86,9 @@ class ImageSamples : public Samples {
                           "Prepare Fashion-MNIST with scripts/prepare-fashion-mnist (Debian package dataset-fashion-mnist)")),
         sampler_(Sampler::items(data_.train.count, c.train.seed)), seed_(c.train.seed), crop_(c.data.random_crop) {}
   int width() const override { return static_cast<int>(data_.pixels()) + 1; }
-  DataShape shape() const override { return {0, data_.channels, data_.height, data_.width, data_.classes}; }
+  DataShape shape() const override {
+    return {.channels = data_.channels, .height = data_.height, .width = data_.width, .classes = data_.classes};
+  }
   // Random crop: a shift in [−P, P]² drawn from (seed, g), independent of the layout and timing.
   void train_row(std::uint64_t g, std::int64_t* out) override {
     int dy = 0, dx = 0;
