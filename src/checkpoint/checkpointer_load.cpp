@@ -80,7 +80,8 @@ std::string Checkpointer::Impl::check_corpus(hid_t data) const {
                      static_cast<std::uint64_t>(h5_read_attr_int(data, "train_tokens")),
                      static_cast<std::uint64_t>(h5_read_attr_int(data, "val_tokens")),
                      h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : corpus_.tokenizer,
-                     std::string()};  // the tokenizer's model: covered by the sha256 of the tokens
+                     std::string(),   // the tokenizer's model: covered by the sha256 of the tokens
+                     std::string()};  // the blend: compared below
   std::string changed;
   if (was.train_size != corpus_.train_size || was.val_size != corpus_.val_size)
     changed = std::to_string(was.train_size) + " train / " + std::to_string(was.val_size) + " val tokens then, " +

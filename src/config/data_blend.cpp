@@ -15,7 +15,8 @@ std::string BlendSpec::text() const {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     char w[32];
     std::snprintf(w, sizeof w, "%.6g", weights[i]);
-    out += (i ? " " : "") + std::string(w) + " " + paths[i];
+    if (i > 0) out += ' ';
+    out += std::string(w) + ' ' + paths[i];
   }
   return out;
 }

@@ -68,7 +68,7 @@ class TokenSamples : public Samples {
            (data_.sha256.empty() ? "unknown" : data_.sha256.substr(0, 16));
   }
   CorpusId id() const override {
-    return {data_.sha256, data_.train.size(), data_.val.size(), data_.tokenizer, data_.tokenizer_model};
+    return {data_.sha256, data_.train.size(), data_.val.size(), data_.tokenizer, data_.tokenizer_model, ""};
   }
 
  private:
@@ -110,7 +110,7 @@ class ImageSamples : public Samples {
            (crop_ > 0 ? "±" + std::to_string(crop_) + " px" : std::string("off")) + ", sha256 " +
            (data_.sha256.empty() ? "unknown" : data_.sha256.substr(0, 16));
   }
-  CorpusId id() const override { return {data_.sha256, data_.train.count, data_.test.count, "none", ""}; }
+  CorpusId id() const override { return {data_.sha256, data_.train.count, data_.test.count, "none", "", ""}; }
 
  private:
   ImageData data_;

@@ -113,7 +113,7 @@ void Thermo::write(const ThermoRow& r) {
   auto per_dataset = [&](bool header) {  // a blend's validation columns, after ValLoss
     std::string cells;
     for (std::size_t d = 0; d < datasets_.size(); ++d) {
-      char cell[16];
+      char cell[32];
       if (header) std::snprintf(cell, sizeof cell, " %9s", ("Val" + std::to_string(d + 1)).c_str());
       else if (d < r.val_datasets.size()) std::snprintf(cell, sizeof cell, " %9.4f", r.val_datasets[d]);
       else std::snprintf(cell, sizeof cell, " %9s", "-");
