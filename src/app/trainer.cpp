@@ -112,8 +112,8 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
 // (a micro-batch mean, as Megatron's per-micro-batch normalization, would weigh tokens by layout).
 double Trainer::step_items(const torch::Tensor& batch) const {
   if (!model_->last_stage()) return 1.0;  // no loss here
+  if (!cfg_.data.eod_mask_loss) return static_cast<double>(batch.size(0) * model_->plan().items_per_sample());
   double n = model_->items(model_->split(batch).second);
-  if (!cfg_.data.eod_mask_loss) return n;
   grid_->dp().blocking_sum(&n, 1, "tokens with loss");
   return std::max(n, 1.0) / grid_->dp().size();
 }

@@ -23,7 +23,7 @@ struct Blend {
 };
 
 Blend blend_dir(const std::string& name) {
-  Blend b{shared_dir(name)};
+  Blend b{shared_dir(name), "", ""};
   b.big = b.dir + "/corpus.h5";
   b.tiny = b.dir + "/tiny/corpus.h5";
   if (world_rank() == 0) {
@@ -61,6 +61,7 @@ TEST_CASE("a blend at dp 2 computes the one-rank run and reports each dataset's 
   REQUIRE((got.final_val_loss && got.final_val_per_dataset.size() == 2 && want.final_val_per_dataset.size() == 2));
   for (int d = 0; d < 2; ++d) CHECK(rel(got.final_val_per_dataset[d], want.final_val_per_dataset[d]) <= 1e-5);
   const auto& per = got.final_val_per_dataset;
+  // The same double arithmetic as Validation::run, bar rounding of the weights' normalization.
   CHECK(*got.final_val_loss == Approx(0.7 * per[0] + 0.3 * per[1]).epsilon(1e-9));
   CHECK(per[0] != per[1]);
 }
