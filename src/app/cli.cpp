@@ -138,10 +138,14 @@ po::options_description prepare_options(PrepareOptions& o, bool jsonl) {
       "val-fraction", po::value(&o.val_fraction)->default_value(o.val_fraction),
       "hdf5: share of the tokens (tail) kept for validation")(
       "shard-size", po::value(&o.shard_size)->default_value(0), "tokens per shard file (0: one file)")(
-      "tokenizer", po::value(&o.tokenizer)->default_value(o.tokenizer), "bytes | sentencepiece")(
+      "tokenizer", po::value(&o.tokenizer)->default_value(o.tokenizer), "bytes | sentencepiece | hf")(
       "sp-model", po::value(&o.sp_model), "sentencepiece: the tokenizer model file (.model)")(
+      "tokenizer-json", po::value(&o.hf_tokenizer),
+      "hf: a transformers tokenizer.json, or a model directory holding one (its tokenizer_config.json names the "
+      "eos_token); encoded by Hugging Face's tokenizers, no BOS/EOS added")(
       "accept-lossy", po::bool_switch(&o.accept_lossy),
-      "sentencepiece: store text it does not give back unchanged (bytes not UTF-8 -> U+FFFD, U+2581 -> space), warning");
+      "sentencepiece, hf: store text they do not give back unchanged (bytes not UTF-8 -> U+FFFD; sentencepiece: "
+      "U+2581 -> space), warning");
   if (jsonl)
     desc.add_options()("json-key", po::value(&o.json_key)->default_value(o.json_key), "the key of each line's text")(
         "append-eod", po::bool_switch(&o.append_eod), "end each document with the tokenizer's end-of-document token");
@@ -161,6 +165,14 @@ void check_prepare_tokenizer(const po::variables_map& vm, PrepareOptions& o) {
     throw Error("prepare: --vocab-size and --character-coverage are for --train-tokenizer");
   if ((train || model) && !vm["tokenizer"].defaulted() && o.tokenizer != "sentencepiece")
     throw Error("prepare: --sp-model and --train-tokenizer are for --tokenizer sentencepiece, not " + o.tokenizer);
+  const bool json = vm.count("tokenizer-json") > 0;
+  if (json && (train || model)) throw Error("prepare: --tokenizer-json is for --tokenizer hf, not with --sp-model or --train-tokenizer");
+  if (json && !vm["tokenizer"].defaulted() && o.tokenizer != "hf")
+    throw Error("prepare: --tokenizer-json is for --tokenizer hf, not " + o.tokenizer);
+  if (json) o.tokenizer = "hf";
+  if (o.tokenizer == "hf" && !json)
+    throw Error("prepare: --tokenizer hf needs --tokenizer-json PATH (a tokenizer.json, or a transformers model "
+                "directory with one)");
   if (o.format == "megatron" && !vm["val-fraction"].defaulted())
     throw Error("prepare: --val-fraction is for --format hdf5; a Megatron dataset is split by documents when it is "
                 "read (deck key data.split, e.g. 969,30,1)");

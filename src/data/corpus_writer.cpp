@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "gridtrain/comm/agree.hpp"
+#include "gridtrain/data/hf_tokenizer.hpp"
 #include "gridtrain/data/indexed_dataset.hpp"
 #include "gridtrain/data/sampler.hpp"
 #include "gridtrain/data/tokenizer.hpp"
@@ -156,8 +157,8 @@ std::uint64_t check_prepare_options(const PrepareOptions& o) {
     throw Error("prepare: --format " + o.format + " is unknown; valid: hdf5, megatron");
   if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
     throw Error("prepare: --val-fraction " + std::to_string(o.val_fraction) + " is invalid; valid: 0 < F < 1");
-  if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece")
-    throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece");
+  if (o.tokenizer != "bytes" && o.tokenizer != "sentencepiece" && o.tokenizer != "hf")
+    throw Error("prepare: --tokenizer " + o.tokenizer + " is unknown; valid: bytes, sentencepiece, hf");
   std::error_code ec;
   const std::uint64_t bytes = std::filesystem::file_size(o.input, ec);
   if (ec) throw Error("prepare: cannot read input file '" + o.input + "': " + ec.message());
@@ -211,9 +212,15 @@ std::unique_ptr<Tokenizer> tokenizer_for(const PrepareOptions& o, const std::str
   try {
     return make_tokenizer(o.tokenizer, model);
   } catch (const Error& e) {
+    if (o.tokenizer == "hf") throw Error("prepare: --tokenizer-json " + o.hf_tokenizer + ": " + e.what());
     if (o.sp_model.empty()) throw;
     throw Error("prepare: --sp-model " + o.sp_model + ": " + e.what());
   }
+}
+
+std::string read_tokenizer_model(const PrepareOptions& o) {
+  if (o.tokenizer == "hf") return read_hf_tokenizer(o.hf_tokenizer);
+  return o.tokenizer == "sentencepiece" ? read_file(o.sp_model) : "";
 }
 
 void write_corpus(const PrepareOptions& o, Corpus& c, PrepareReport& r, MPI_Comm comm) {

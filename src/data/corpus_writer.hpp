@@ -61,6 +61,10 @@ std::string read_file(const std::string& path);
 /// file when SentencePiece cannot load it (a file that is not a model).
 std::unique_ptr<Tokenizer> tokenizer_for(const PrepareOptions& o, const std::string& model);
 
+/// The serialized model of o's tokenizer: the --sp-model file, the --tokenizer-json bundle
+/// (hf_tokenizer.hpp), or "" for bytes. Throws gridtrain::Error naming a file it cannot read.
+std::string read_tokenizer_model(const PrepareOptions& o);
+
 /// Collective over comm: splits c into train and validation (hdf5: o.val_fraction of the tokens,
 /// the tail) and shards (o.shard_size; megatron: a shard in which no document starts is not
 /// written), writes them (rank r shards r, r + p, ...) in o.format,

@@ -90,16 +90,17 @@ LostLines lost_lines(const Tokenizer& tok, const std::string& text, std::uint64_
   return lost;
 }
 
-// SentencePiece: this rank encodes its lines of the input into `tmp` (int32 ids, raw) and checks
-// that they decode back to the text (a model without byte fallback maps what it lacks to its
-// unknown piece; another normalization rewrites text); returns how many ids.
+// SentencePiece and hf: this rank encodes its lines of the input into `tmp` (int32 ids, raw);
+// returns how many ids. SentencePiece's are checked to decode back to the text (a model without
+// byte fallback maps what it lacks to its unknown piece; another normalization rewrites text). An
+// hf tokenizer's normalizer may rewrite text by design (lowercase, NFC): its ids are the library's.
 std::uint64_t encode_share(const Tokenizer& tok, const std::string& input, std::uint64_t size, const std::string& tmp,
                            int rank, int ranks, LostLines& lost) {
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   std::uint64_t count = 0;
   for_each_piece(input, size, rank, ranks, [&](const std::string& text, std::uint64_t at) {
     const auto ids = tok.encode(text);
-    if (tok.decode(ids) != text) lost.add(lost_lines(tok, text, at));
+    if (tok.name() == "sentencepiece" && tok.decode(ids) != text) lost.add(lost_lines(tok, text, at));
     out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
     count += ids.size();
   });
@@ -121,8 +122,9 @@ std::uint64_t line_of(const std::string& input, std::uint64_t offset) {
   return line;
 }
 
-// SentencePiece: what of the input it would not carry through unchanged (described; "" if
-// nothing), found by every rank in its share. An Error naming it unless accepted.
+// SentencePiece and hf: what of the input they would not carry through unchanged (described; ""
+// if nothing), found by every rank in its share. An Error naming it unless accepted. hf: only
+// bytes that are not UTF-8 (U+2581 is SentencePiece's space symbol, text to other tokenizers).
 std::string check_fidelity(const PrepareOptions& o, std::uint64_t size, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
@@ -132,6 +134,7 @@ std::string check_fidelity(const PrepareOptions& o, std::uint64_t size, MPI_Comm
     for_each_piece(o.input, size, rank, ranks,
                    [&](const std::string& text, std::uint64_t at) { mine.add(find_unrepresentable(text, at)); });
   });
+  if (o.tokenizer == "hf") mine.meta_symbols = 0, mine.first_meta = Unrepresentable::kNone;
   std::uint64_t counts[2] = {mine.invalid_bytes, mine.meta_symbols}, firsts[2] = {mine.first_invalid, mine.first_meta};
   MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, comm);
   MPI_Allreduce(MPI_IN_PLACE, firsts, 2, MPI_UINT64_T, MPI_MIN, comm);
@@ -140,9 +143,10 @@ std::string check_fidelity(const PrepareOptions& o, std::uint64_t size, MPI_Comm
   const std::string found = describe(all, [&](std::uint64_t at) { return line_of(o.input, at); });
   if (!o.accept_lossy)
     throw Error("prepare: '" + o.input + "' holds " + found +
-                ": SentencePiece would not give this text back unchanged. Convert it to UTF-8 (iconv -f LATIN1 -t UTF-8, "
-                "or iconv -c to drop such bytes), use --tokenizer bytes (any bytes, unchanged), or pass --accept-lossy to "
-                "store it so");
+                (o.tokenizer == "hf" ? ": the Hugging Face tokenizer takes Unicode text only"
+                                     : ": SentencePiece would not give this text back unchanged") +
+                ". Convert it to UTF-8 (iconv -f LATIN1 -t UTF-8, or iconv -c to drop such bytes), use --tokenizer bytes "
+                "(any bytes, unchanged), or pass --accept-lossy to store it so");
   return found;
 }
 
@@ -212,13 +216,14 @@ PrepareReport prepare_text(const PrepareOptions& o, MPI_Comm comm) {
   Corpus c;
   c.source = o.input;
   agree(comm, [&] { c.source_bytes = check_prepare_options(o); });
-  const std::string lossy = o.tokenizer == "sentencepiece" ? check_fidelity(o, c.source_bytes, comm) : "";
+  const std::string lossy = o.tokenizer != "bytes" ? check_fidelity(o, c.source_bytes, comm) : "";
   agree(comm, [&] {  // the model: read, or trained on the input (rank 0; the others get it below)
-    if (o.tokenizer == "sentencepiece" && rank == 0)
-      c.model = o.sp_model.empty() ? train_sentencepiece(o.input, o.vocab_size, o.character_coverage) : read_file(o.sp_model);
+    if (rank != 0) return;
+    const bool train = o.tokenizer == "sentencepiece" && o.sp_model.empty();
+    c.model = train ? train_sentencepiece(o.input, o.vocab_size, o.character_coverage) : read_tokenizer_model(o);
   });
   c.model = broadcast_text(c.model, comm);
-  const EncodedShare scratch(o, comm);  // sentencepiece: this rank's encoded ids
+  const EncodedShare scratch(o, comm);  // sentencepiece, hf: this rank's encoded ids
   std::uint64_t encoded = 0;
   LostLines lost;
   agree(comm, [&] {

@@ -34,6 +34,9 @@ struct Share {
   std::uint64_t tokens = 0, lossy = 0, first_lossy_line = 0;
 };
 
+// Documents encoded a batch at a time (one round trip to an hf tokenizer's process per batch).
+constexpr std::size_t kBatchDocuments = 1024, kBatchBytes = 4 << 20;
+
 // Encodes documents [begin, end) of the file into `tmp` (int32 ids, raw).
 Share encode_documents(const PrepareOptions& o, const Tokenizer& tok, std::int32_t eod, std::uint64_t begin,
                        std::uint64_t end, const std::string& tmp) {
@@ -41,16 +44,30 @@ Share encode_documents(const PrepareOptions& o, const Tokenizer& tok, std::int32
   for (std::uint64_t d = 0; d < begin; ++d) in.skip();
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   Share s;
+  std::vector<std::string> texts;
+  std::vector<std::uint64_t> lines;
+  std::size_t bytes = 0;
+  auto flush = [&] {
+    auto batch = tok.encode_batch(texts);
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      auto& ids = batch[i];
+      if (tok.name() == "sentencepiece" && tok.decode(ids) != texts[i] && s.lossy++ == 0) s.first_lossy_line = lines[i];
+      if (ids.empty()) continue;  // an empty document: no tokens, no end-of-document token (as Megatron)
+      if (eod >= 0) ids.push_back(eod);
+      out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
+      s.lengths.push_back(ids.size());
+      s.tokens += ids.size();
+    }
+    texts.clear(), lines.clear(), bytes = 0;
+  };
   std::string text;
   for (std::uint64_t d = begin; d < end && in.next(text); ++d) {
-    auto ids = tok.encode(text);
-    if (tok.name() != "bytes" && tok.decode(ids) != text && s.lossy++ == 0) s.first_lossy_line = in.line();
-    if (ids.empty()) continue;  // an empty document: no tokens, no end-of-document token (as Megatron)
-    if (eod >= 0) ids.push_back(eod);
-    out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(std::int32_t)));
-    s.lengths.push_back(ids.size());
-    s.tokens += ids.size();
+    bytes += text.size();
+    texts.push_back(std::move(text));
+    lines.push_back(in.line());
+    if (texts.size() == kBatchDocuments || bytes >= kBatchBytes) flush();
   }
+  flush();
   if (!out.flush()) throw Error("prepare: cannot write '" + tmp + "'");
   return s;
 }
@@ -82,7 +99,7 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
     if (o.tokenizer == "sentencepiece" && o.sp_model.empty())
       throw Error("prepare jsonl: give the SentencePiece model with --sp-model (train one on a text file with "
                   "`gridtrain prepare text --train-tokenizer` or spm_train)");
-    if (o.tokenizer == "sentencepiece" && rank == 0) c.model = read_file(o.sp_model);
+    if (rank == 0) c.model = read_tokenizer_model(o);
   });
   c.model = broadcast_text(c.model, comm);
   const std::uint64_t documents = count_documents(o, comm);
@@ -94,7 +111,8 @@ PrepareReport prepare_jsonl(const PrepareOptions& o, MPI_Comm comm) {
     c.vocab = tok->vocab_size();
     if (o.append_eod && tok->eod_id() < 0)
       throw Error("prepare: --append-eod: the " + c.tokenizer + " tokenizer has no end-of-document token; use a "
-                  "SentencePiece model with an eos piece (</s>)");
+                  "SentencePiece model with an eos piece (</s>), or for hf a model directory whose "
+                  "tokenizer_config.json names its eos_token");
     if (o.append_eod) c.eod = tok->eod_id();
     const auto [begin, end] = share(documents, rank, ranks);
     mine = encode_documents(o, *tok, c.eod, begin, end, scratch.file());

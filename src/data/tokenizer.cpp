@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gridtrain/data/hf_tokenizer.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
 
@@ -213,7 +214,8 @@ class SentencePiece : public Tokenizer {
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& model) {
   if (name == "bytes") return std::make_unique<Bytes>();
   if (name == "sentencepiece") return std::make_unique<SentencePiece>(model);
-  throw Error("unknown tokenizer '" + name + "'; known: bytes, sentencepiece");
+  if (name == "hf") return make_hf_tokenizer(model);
+  throw Error("unknown tokenizer '" + name + "'; known: bytes, sentencepiece, hf");
 }
 
 SentencePieceSpec sentencepiece_spec(const std::string& model) {

@@ -1,12 +1,13 @@
 // `gridtrain prepare text`: turns a text file into tokens in HDF5, streaming it (bounded
 // buffers, never the whole file), into one file or into shards. Tokenizers (data/tokenizer.hpp):
-// bytes (vocab 256), or SentencePiece from a model file or trained here on the input first.
+// bytes (vocab 256), SentencePiece from a model file or trained here on the input first, or a
+// transformers model's tokenizer.json (hf, through Hugging Face's tokenizers: hf_tokenizer.hpp).
 //
 // File layout (read back by data/token_data.hpp):
 //   /train/tokens      (N_train,) uint8 (vocab <= 256), uint16 (<= 65536) or int32; contiguous
 //   /val/tokens        (N_val,)   the same type
-//   /tokenizer/model   uint8 (bytes,) the serialized SentencePiece model (sentencepiece only)
-//   / attrs: format="gridtrain-tokens", tokenizer ("bytes" | "sentencepiece"), vocab_size, source
+//   /tokenizer/model   uint8 (bytes,) the serialized SentencePiece model, or the hf bundle (not bytes)
+//   / attrs: format="gridtrain-tokens", tokenizer ("bytes" | "sentencepiece" | "hf"), vocab_size, source
 //            (file name), source_bytes, sha256 (hex digest of this file's tokens as stored, one
 //            split after the other: for bytes, the source bytes), shard, shards
 // The first (1 − val_fraction) of the tokens are the training split, the rest the validation
@@ -17,7 +18,10 @@
 // shards. The input is encoded in pieces of at most 16 MiB, also cut after a newline (a line
 // longer than that is cut where the piece ends). A model given with --sp-model that adds a dummy
 // prefix or normalises whitespace sees each piece's start as the start of a text: its tokens are
-// those of encoding the input a few lines at a time, and may differ with the number of ranks.
+// those of encoding the input a few lines at a time, and may differ with the number of ranks. So
+// may an hf tokenizer's whose pre-tokenizer joins newlines into one token (GPT-2's "\n\n"): for
+// documents, prefer `prepare jsonl`. Bytes that are not UTF-8 are counted and located before
+// SentencePiece or hf encode anything, and refused unless accepted (then each is U+FFFD).
 //
 // --format megatron writes the same tokens as a Megatron indexed dataset (P.bin + P.idx, or
 // shard-<k>.bin/.idx in the directory) of one document per line: a document ends after each
@@ -41,11 +45,12 @@ struct PrepareOptions {
   std::string format = "hdf5";  ///< hdf5 | megatron (data/indexed_dataset.hpp: one document per line)
   double val_fraction = 0.1;  ///< in (0, 1); hdf5 only (a Megatron dataset is split when read: data.split)
   std::uint64_t shard_size = 0;  ///< tokens per shard (at most); 0: one file
-  std::string tokenizer = "bytes";  ///< bytes | sentencepiece
+  std::string tokenizer = "bytes";  ///< bytes | sentencepiece | hf
   std::string sp_model;       ///< sentencepiece: a .model file; "" = train one on the input
+  std::string hf_tokenizer;   ///< hf: a tokenizer.json, or a transformers model directory holding one
   int vocab_size = 8192;      ///< sentencepiece trained here: pieces
   double character_coverage = 0.9995;  ///< sentencepiece trained here: share of characters given pieces, (0, 1]
-  bool accept_lossy = false;  ///< sentencepiece: store text it cannot give back unchanged (text_fidelity.hpp)
+  bool accept_lossy = false;  ///< sentencepiece, hf: store text they cannot give back unchanged (text_fidelity.hpp)
   std::string json_key = "text";  ///< jsonl: the key of each line's document text
   bool append_eod = false;        ///< jsonl: end each non-empty document with the tokenizer's end-of-document token
 };

@@ -25,8 +25,8 @@ struct Unrepresentable {
 /// end of text counts as invalid: pass whole lines.
 Unrepresentable find_unrepresentable(std::string_view text, std::uint64_t offset);
 
-/// "130 bytes that are not UTF-8 (the first at byte 3456, line 12; SentencePiece decodes each
-/// as U+FFFD) and 2 '▁' (U+2581, ...)", with line numbers from line_of(offset) (1-based).
+/// "130 bytes that are not UTF-8 (the first at byte 3456, line 12; each is encoded as U+FFFD)
+/// and 2 '▁' (U+2581, ...)", with line numbers from line_of(offset) (1-based).
 template <class LineOf>
 std::string describe(const Unrepresentable& u, LineOf line_of) {
   auto at = [&](std::uint64_t offset) {
@@ -35,7 +35,7 @@ std::string describe(const Unrepresentable& u, LineOf line_of) {
   std::string text;
   if (u.invalid_bytes > 0)
     text = std::to_string(u.invalid_bytes) + " byte(s) that are not UTF-8 (" + at(u.first_invalid) +
-           "; SentencePiece decodes each as U+FFFD)";
+           "; each is encoded as U+FFFD)";
   if (u.meta_symbols > 0)
     text += (text.empty() ? "" : " and ") + std::to_string(u.meta_symbols) + " '\u2581' (U+2581, " + at(u.first_meta) +
             "; SentencePiece's space symbol, decoded as a space)";

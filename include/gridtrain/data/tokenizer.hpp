@@ -1,6 +1,7 @@
-// Tokenizers: text ↔ token ids. "bytes" (the default: each byte is a token, vocab 256) and
-// "sentencepiece" (Kudo & Richardson 2018, through Google's SentencePiece C++ library, the model
-// kept as its serialized bytes so that data files and checkpoints carry it).
+// Tokenizers: text ↔ token ids. "bytes" (the default: each byte is a token, vocab 256),
+// "sentencepiece" (Kudo & Richardson 2018, through Google's SentencePiece C++ library) and "hf"
+// (a transformers model's tokenizer.json, through Hugging Face's tokenizers: hf_tokenizer.hpp),
+// each model kept as its serialized bytes so that data files and checkpoints carry it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,19 +13,27 @@ namespace gridtrain {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::string name() const = 0;  ///< "bytes" or "sentencepiece"
+  virtual std::string name() const = 0;  ///< "bytes", "sentencepiece" or "hf"
   virtual int vocab_size() const = 0;
   virtual std::vector<std::int32_t> encode(const std::string& text) const = 0;
+  /// encode of each text: one call where the tokenizer runs elsewhere (hf), so that a batch costs
+  /// one round trip.
+  virtual std::vector<std::vector<std::int32_t>> encode_batch(const std::vector<std::string>& texts) const {
+    std::vector<std::vector<std::int32_t>> ids;
+    for (const auto& t : texts) ids.push_back(encode(t));
+    return ids;
+  }
   /// Ids outside [0, vocab_size) decode to nothing.
   virtual std::string decode(const std::vector<std::int32_t>& ids) const = 0;
   /// The serialized model ("" for bytes): what a data file or a checkpoint stores.
   virtual std::string model() const = 0;
-  /// The end-of-document token (SentencePiece's eos piece, </s>), or -1 when there is none (bytes).
+  /// The end-of-document token (SentencePiece's eos piece, </s>; hf: the eos_token), or -1 when
+  /// there is none (bytes).
   virtual std::int32_t eod_id() const { return -1; }
 };
 
 /// The tokenizer `name` with serialized `model` (ignored for bytes). Throws gridtrain::Error for
-/// an unknown name (listing the known ones) or a model SentencePiece cannot load.
+/// an unknown name (listing the known ones) or a model its library cannot load.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& model = "");
 
 /// What a serialized SentencePiece model (its ModelProto) says about encoding and decoding: the
