@@ -166,7 +166,8 @@ void check_prepare_tokenizer(const po::variables_map& vm, PrepareOptions& o) {
   if ((train || model) && !vm["tokenizer"].defaulted() && o.tokenizer != "sentencepiece")
     throw Error("prepare: --sp-model and --train-tokenizer are for --tokenizer sentencepiece, not " + o.tokenizer);
   const bool json = vm.count("tokenizer-json") > 0;
-  if (json && (train || model)) throw Error("prepare: --tokenizer-json is for --tokenizer hf, not with --sp-model or --train-tokenizer");
+  if (json && (train || model))
+    throw Error("prepare: --tokenizer-json is for --tokenizer hf, not with --sp-model or --train-tokenizer");
   if (json && !vm["tokenizer"].defaulted() && o.tokenizer != "hf")
     throw Error("prepare: --tokenizer-json is for --tokenizer hf, not " + o.tokenizer);
   if (json) o.tokenizer = "hf";
