@@ -2,11 +2,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "corpus_writer.hpp"
 #include "gridtrain/util/coprocess.hpp"
 #include "gridtrain/util/error.hpp"
 
@@ -81,8 +80,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::int32_t> encode(const std::string& text) const override { return encode_batch({text}).front(); }
 
   std::vector<std::vector<std::int32_t>> encode_batch(const std::vector<std::string>& texts) const override {
-    std::string request = "E";
-    put<std::uint8_t>(request, 0);  // no special tokens: BOS/EOS are the data's business (--append-eod)
+    std::string request = "E";  // no special tokens: BOS/EOS are the data's business (--append-eod)
     put<std::uint32_t>(request, static_cast<std::uint32_t>(texts.size()));
     for (const auto& t : texts) {
       put<std::uint64_t>(request, t.size());
@@ -167,11 +165,9 @@ std::string read_hf_tokenizer(const std::string& path) {
   for (const char* name : kFiles) {
     const fs::path file = std::string(name) == "tokenizer.json" ? main : dir / name;
     if (!fs::is_regular_file(file)) continue;
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    parse(text.str(), file.string());
-    bundle[name] = text.str();
+    const std::string text = read_file(file.string());
+    parse(text, file.string());
+    bundle[name] = text;
   }
   return bundle.dump();
 }
@@ -185,6 +181,12 @@ std::map<std::string, std::string> hf_tokenizer_files(const std::string& bundle)
   return files;
 }
 
-std::unique_ptr<Tokenizer> make_hf_tokenizer(std::string bundle) { return std::make_unique<HfTokenizer>(std::move(bundle)); }
+std::unique_ptr<Tokenizer> make_hf_tokenizer(std::string bundle) {
+  try {
+    return std::make_unique<HfTokenizer>(std::move(bundle));
+  } catch (const json::exception& e) {  // valid JSON of the wrong shape: an id that is no number, say
+    throw Error(std::string("the Hugging Face tokenizer files are malformed: ") + e.what());
+  }
+}
 
 }  // namespace gridtrain

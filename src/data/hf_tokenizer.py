@@ -4,12 +4,11 @@ encodes or decodes): Hugging Face's own `tokenizers` library, not a re-implement
 over stdin/stdout in little-endian frames.
 
   load    'J' u64 n, n bytes: tokenizer.json's text            -> status
-  encode  'E' u8 add_special_tokens, u32 count,
-              count x (u64 n, n bytes of text)                  -> status, count x (u32 k, k x i32)
+  encode  'E' u32 count, count x (u64 n, n bytes of text)     -> status, count x (u32 k, k x i32)
   decode  'D' u32 k, k x i32                                    -> status, u64 n, n bytes of UTF-8
   status: u8 0 (done) | u8 1, u64 n, n bytes: the error message
 
-Text that is not UTF-8 is decoded with U+FFFD for each bad byte (gridtrain refuses such text
+Encoding adds no special tokens (BOS/EOS). Text that is not UTF-8 is decoded with U+FFFD for each bad byte (gridtrain refuses such text
 unless told to accept it, text_fidelity.hpp). Decoding keeps special tokens and does not clean up
 spaces: the text of exactly the ids.
 """
@@ -49,10 +48,9 @@ def main():
                 tok = Tokenizer.from_str(take(number("Q")).decode())
                 reply()
             elif op == b"E":
-                special = number("B") != 0
                 texts = [take(number("Q")).decode("utf-8", errors="replace") for _ in range(number("I"))]
                 out = []
-                for e in tok.encode_batch(texts, add_special_tokens=special):
+                for e in tok.encode_batch(texts, add_special_tokens=False):
                     out.append(struct.pack(f"<I{len(e.ids)}i", len(e.ids), *e.ids))
                 reply(*out)
             elif op == b"D":

@@ -10,10 +10,13 @@ saved as a transformers model directory with an eos_token. Then:
     documents with non-ASCII text, emoji, kinds of whitespace and empty ones (which hold no tokens);
   - `prepare text` of text with bytes that are not UTF-8 is refused, naming their count, the first
     byte's offset and its line; with --accept-lossy its ids are those of the text with each such
-    byte replaced by U+FFFD.
+    byte replaced by U+FFFD;
+  - a directory without tokenizer.json, --tokenizer hf without --tokenizer-json, --append-eod with a
+    bare tokenizer.json (no eos_token) and a GRIDTRAIN_PYTHON that is not there are refused by name.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,7 +56,8 @@ def train_tokenizer(kjv, directory):
 
 def main():
     gridtrain, mpiexec, kjv, work = sys.argv[1:]
-    os.makedirs(work, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # a refusal must leave no output: none from an earlier run either
+    os.makedirs(work)
     tokdir = os.path.join(work, "tokenizer")
     train_tokenizer(kjv, tokdir)
     from transformers import AutoTokenizer
@@ -88,6 +92,25 @@ def main():
     if docs != want:
         sys.exit(f"FAILED: the Megatron dataset's documents differ from AutoTokenizer's:\n{docs}\n{want}")
     print(f"prepare jsonl --format megatron: megatron-core reads {len(docs)} documents, AutoTokenizer's ids")
+    # Refused by name: what is missing, and an interpreter that is not there.
+    bare = os.path.join(work, "bare")
+    os.makedirs(bare, exist_ok=True)
+    shutil.copy(os.path.join(tokdir, "tokenizer.json"), bare)  # no tokenizer_config.json: no eos_token
+    out = os.path.join(work, "refused.h5")
+    refusals = [
+        (["--tokenizer-json", work], {}, f"'{work}': the directory holds no tokenizer.json"),
+        (["--tokenizer", "hf"], {}, "--tokenizer hf needs --tokenizer-json PATH"),
+        (["--tokenizer-json", os.path.join(bare, "tokenizer.json"), "--append-eod"], {},
+         "the hf tokenizer has no end-of-document token"),
+        (["--tokenizer-json", tokdir], {"GRIDTRAIN_PYTHON": "/nonexistent/python3"},
+         "/nonexistent/python3: No such file or directory"),
+    ]
+    for flags, env, message in refusals:
+        p = subprocess.run([gridtrain, "prepare", "jsonl", "--input", corpus, "--output", out, *flags],
+                           capture_output=True, text=True, env={**os.environ, **env})
+        if p.returncode == 0 or message not in p.stderr + p.stdout or os.path.exists(out):
+            sys.exit(f"FAILED: {flags} {env} was not refused with '{message}':\n{p.stdout}\n{p.stderr}")
+        print(f"refused: {message}")
     # Bytes that are not UTF-8: two Latin-1 bytes on line 2.
     text = "In the beginning\nGod cr\xe9ated the heaven and the earth, caf\xe9\n".encode("latin-1")
     raw = os.path.join(work, "latin1.txt")
