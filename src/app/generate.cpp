@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/checkpoint/tokenizer_record.hpp"
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/model/registry.hpp"
@@ -36,13 +37,7 @@ InferenceModel load_language_model(const std::string& path) {
   if (!language_model(cfg))
     throw Error(path + ": a " + name_of(cfg.model.type) + " checkpoint; generate samples text from language models");
   std::unique_ptr<Tokenizer> tokenizer;
-  if (H5Lexists(file.root(), "/data", H5P_DEFAULT) > 0) {  // an imported file (weights only) has no corpus
-    H5Id data(H5Gopen2(file.root(), "/data", H5P_DEFAULT), "cannot open /data");
-    // Files from before the tokenizer was recorded were all byte-level.
-    const std::string name = h5_has_attr(data, "tokenizer") ? h5_read_attr_string(data, "tokenizer") : "bytes";
-    const std::string model = file.exists("/tokenizer/model") ? h5_read_bytes(file.root(), "/tokenizer/model") : "";
-    if (name != "none") tokenizer = make_tokenizer(name, model);  // none: a corpus that records no tokenizer
-  }
+  if (const auto t = read_tokenizer_record(file)) tokenizer = make_tokenizer(t->name, t->model);
   // The vocabulary as training resolved it: model.vocab_size, or (0) the data's, which is its tokenizer's.
   const int vocab = cfg.model.vocab_size > 0 ? cfg.model.vocab_size : tokenizer->vocab_size();
   auto model = make_model(cfg, DataShape{vocab});
@@ -72,9 +67,10 @@ Generated generate_text(const GenerateOptions& o) {
     throw Error(std::string("generate: ") + e.what() + (o.matmul ? "" : " (--matmul overrides the checkpoint's deck)"));
   }
   if (!tokenizer)
-    throw Error("generate: checkpoint '" + o.checkpoint + "' has no tokenizer (imported weights, or trained on a Megatron "
-                "indexed dataset, which records none); train from it (checkpoint.init_from) on a corpus prepared "
-                "with the model's tokenizer by `gridtrain prepare`, then generate");
+    throw Error("generate: checkpoint '" + o.checkpoint + "' has no tokenizer (weights imported from a directory "
+                "without tokenizer.json, or trained on a Megatron indexed dataset, which records none, from no "
+                "checkpoint.init_from that had one); train from it on a corpus prepared with the model's tokenizer by "
+                "`gridtrain prepare`, then generate");
   const torch::Device device(o.device);
   if (device.is_cuda() && !torch::cuda::is_available())
     throw Error("generate: --device " + o.device + ", but no CUDA device is visible to this build");

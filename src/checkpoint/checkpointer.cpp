@@ -88,6 +88,7 @@ std::string new_run_id(MPI_Comm comm) { return broadcast_text(random_run_id(), c
 Checkpointer::Impl::Impl(const Config& cfg, Grid& grid, Log& log, CorpusId corpus)
     : cfg_(cfg), grid_(grid), log_(log), corpus_(std::move(corpus)), lineage_{new_run_id(grid.comm()), ""},
       slurm_job_(broadcast_text(slurm_job_identity(), grid.comm())) {  // attributes are collective: rank 0's
+  if (!corpus_.tokenizer_model.empty()) tokenizer_ = TokenizerRecord{corpus_.tokenizer, corpus_.tokenizer_model};
   if (enabled()) {
     agree(grid.comm(), [&] {
       if (grid.rank() != 0) return;
@@ -275,14 +276,14 @@ void Checkpointer::Impl::save(long long step, std::uint64_t sample_index, std::u
     const auto host = values.to(torch::kCPU).contiguous();
     add_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()));
   }
-  if (!corpus_.tokenizer_model.empty()) {  // `gridtrain generate` decodes with it; written by rank 0
+  if (tokenizer_) {  // `gridtrain generate` and `export` use it; written by rank 0
+    const std::string& model = tokenizer_->model;
     Snapshot::Tensor& rec = slot();
     rec.name = "/tokenizer/model";
     rec.type = DType::U8;
-    rec.shape = {corpus_.tokenizer_model.size()};
+    rec.shape = {model.size()};
     rec.selection = rectangles(grid_.rank() == 0 ? Slab::all(rec.shape) : Slab::none());
-    rec.bytes.assign(corpus_.tokenizer_model.begin(), grid_.rank() == 0 ? corpus_.tokenizer_model.end()
-                                                                         : corpus_.tokenizer_model.begin());
+    rec.bytes.assign(model.begin(), grid_.rank() == 0 ? model.end() : model.begin());
   }
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
@@ -410,6 +411,7 @@ void Checkpointer::Impl::write(const Snapshot& snap) {
     if (!corpus_.blend.empty()) h5_write_attr(data, "blend", corpus_.blend);
     H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
     for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
+    if (tokenizer_) write_tokenizer_name(*file, tokenizer_->name);  // set before the writer thread's first save
   });
   if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests
     std::this_thread::sleep_for(std::chrono::duration<double>(cfg_.debug.slow_checkpoint_s));

@@ -14,6 +14,7 @@
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/checkpoint/tokenizer_record.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/parallel/shard.hpp"
@@ -78,6 +79,13 @@ struct Checkpointer::Impl {
   /// for the log), the corpus check, the per-rank state (true when residuals were reset).
   std::string read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at);
   std::string check_corpus(hid_t data) const;
+  /// The tokenizer that /tokenizer carries on from a loaded file (resume: true for load(), false
+  /// for load_weights()). Data that records none (a Megatron dataset) takes the file's, so that
+  /// generate and export still know the model's tokens; data that records one must record the
+  /// file's (checked for load_weights; a resume's check_corpus compares the corpus), since the
+  /// same ids would otherwise be other tokens: gridtrain::Error naming both. Returns a note for
+  /// the log when the file's is taken ("" otherwise).
+  std::string inherit_tokenizer(const CheckpointFile& file, bool resume);
   bool read_rank_state(CheckpointFile& file, Optimizer& opt);
   /// Reads the tensors of file into this rank's parts of them (phased as load()).
   void read_tensors(const std::string& path, CheckpointFile& file, const std::vector<Entry>& tensors);
@@ -98,6 +106,7 @@ struct Checkpointer::Impl {
   Grid& grid_;
   Log& log_;
   CorpusId corpus_;
+  std::optional<TokenizerRecord> tokenizer_;  // what /tokenizer carries: the corpus's, or inherit_tokenizer's
   Lineage lineage_;  // new at a fresh start or a branch, the checkpoint's after a load
   std::string slurm_job_;  // slurm_job_identity() of rank 0, written into every file ("" outside Slurm)
   bool resume_scanned_ = false;  // resume_path() chose from a directory's files

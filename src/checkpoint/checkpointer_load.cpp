@@ -107,6 +107,23 @@ std::string Checkpointer::Impl::check_corpus(hid_t data) const {
   return "; data.allow_change = true: the corpus changed (" + changed + ")";
 }
 
+std::string Checkpointer::Impl::inherit_tokenizer(const CheckpointFile& file, bool resume) {
+  const auto theirs = read_tokenizer_record(file);
+  if (!theirs) return "";
+  if (corpus_.tokenizer == "none") {
+    if (theirs->model.empty()) return "";  // bytes need no model: nothing to carry
+    tokenizer_ = theirs;
+    return "; its tokenizer, " + describe(*theirs) + ", goes on into this run's checkpoints (the data records none)";
+  }
+  const TokenizerRecord ours{corpus_.tokenizer, corpus_.tokenizer_model};
+  if (resume || (theirs->name == ours.name && theirs->model == ours.model)) return "";
+  const std::string data_key = corpus_.blend.empty() ? "data.path = " + cfg_.data.path : "data.blend";
+  throw Error("carries the tokenizer " + describe(*theirs) + ", but " + data_key + " was prepared with " +
+              (theirs->name == ours.name ? "another " : "") + describe(ours) + ": the same ids would be other tokens. "
+              "Prepare the data with the checkpoint's tokenizer (a transformers model's: `gridtrain prepare ... "
+              "--tokenizer-json MODEL_DIR`)");
+}
+
 std::string Checkpointer::Impl::read_header(CheckpointFile& file, Optimizer& opt, ResumePoint& at) {
   const hid_t root = file.root();
   file.check_header();
@@ -188,7 +205,10 @@ ResumePoint Checkpointer::Impl::load(const std::string& path, Model& model, Opti
     if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("not an HDF5 file (truncated or corrupt?)");
   });
   read_phase(path, "opening", [&] { file = CheckpointFile::open(path, io_comm_); });
-  read_phase(path, "reading the header", [&] { data_note = read_header(*file, opt, at); });
+  read_phase(path, "reading the header", [&] {
+    data_note = read_header(*file, opt, at);
+    data_note += inherit_tokenizer(*file, true);
+  });
   read_tensors(path, *file, entries(model, opt));
   read_phase(path, "per-rank state", [&] { reset_feedback = read_rank_state(*file, opt); });
   read_phase(path, "closing", [&] { file->close(); });
@@ -242,9 +262,12 @@ void Checkpointer::Impl::load_weights(const std::string& path, Model& model, Opt
     if (!have.empty())
       throw Error("holds " + *have.begin() + ", which this run's model lacks (another model type or size?)");
   });
+  std::string note;
+  read_phase(path, "checking its tokenizer", [&] { note = inherit_tokenizer(*file, false); });
   read_tensors(path, *file, weights);
   read_phase(path, "closing", [&] { file->close(); });
-  log_.print("Initialized the weights from " + path + " (checkpoint.init_from; optimizer state and step start fresh)\n");
+  log_.print("Initialized the weights from " + path + " (checkpoint.init_from; optimizer state and step start fresh)" +
+             note + "\n");
 }
 
 void Checkpointer::Impl::claim_lineage(bool scanned) {

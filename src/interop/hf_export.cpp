@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/checkpoint/tokenizer_record.hpp"
+#include "gridtrain/data/hf_tokenizer.hpp"
 #include "gridtrain/data/tokenizer.hpp"
 #include "gridtrain/interop/hf.hpp"
 #include "gridtrain/interop/safetensors.hpp"
@@ -96,25 +98,44 @@ std::string write_weights(const fs::path& dir, std::vector<SafeTensorOut> tensor
   return std::to_string(shards.size()) + " shards + model.safetensors.index.json";
 }
 
-// The tokenizer files, or (byte-level) the caveat: returns the files' contents by name, and the
-// line to report. Built before anything is written, so that a refused tokenizer leaves no export.
+// The tokenizer files, or (byte-level) the caveat: returns the files' contents by name, the
+// line to report, and its bos and eos ids (null where it has none: transformers' config classes
+// would otherwise default them, LlamaConfig to 1 and 2, and generate would stop at an ordinary
+// token). Built before anything is written, so that a refused tokenizer leaves no export.
 struct TokenizerFiles {
   std::vector<std::pair<std::string, std::string>> files;
   std::string report;
+  json bos_id = nullptr, eos_id = nullptr;
 };
 
-TokenizerFiles tokenizer_files(CheckpointFile& file, const Config& cfg) {
-  if (!file.exists("/tokenizer/model"))
+json id_or_null(int id) { return id >= 0 ? json(id) : json(nullptr); }
+
+TokenizerFiles tokenizer_files(const CheckpointFile& file, const Config& cfg) {
+  const auto t = read_tokenizer_record(file);
+  if (!t)
+    return {{}, "note: the checkpoint carries no tokenizer (weights imported without one, or a run on a Megatron "
+                "dataset, which records none, from no checkpoint.init_from that had one), so none is written: copy "
+                "the tokenizer files of the model the data was prepared with\n"};
+  if (t->name == "bytes")
     return {{}, "note: the model is byte-level (token i is byte i); no transformers tokenizer matches bytes exactly, "
                 "so none is written: encode text as its UTF-8 bytes\n"};
-  const std::string model = h5_read_bytes(file.root(), "/tokenizer/model");
+  if (t->name == "hf") {  // a transformers model's own files, as prepare --tokenizer-json or import read them
+    const auto bundle = hf_tokenizer_files(t->model);
+    std::string names;
+    for (const auto& [name, text] : bundle) names += (names.empty() ? "" : ", ") + name;
+    const auto eos = make_hf_tokenizer(t->model)->eod_id();  // read in C++: no Python starts
+    return {{bundle.begin(), bundle.end()}, "wrote the model's Hugging Face tokenizer back, as it was read: " + names + "\n",
+            nullptr, id_or_null(eos)};
+  }
+  const std::string& model = t->model;
   const auto spec = sentencepiece_spec(model);  // read from the file itself: export needs no SentencePiece plugin
   return {{{"tokenizer.model", model},
            {"tokenizer.json", hf::tokenizer_json(spec)},
            {"tokenizer_config.json", hf::tokenizer_config(spec, cfg.model.block_size)}},
           "wrote tokenizer.json (the run's SentencePiece model, " + std::to_string(spec.pieces.size()) +
               " pieces, for the tokenizers library: the same ids as SentencePiece's Encode, no BOS/EOS), "
-              "tokenizer.model and tokenizer_config.json\n"};
+              "tokenizer.model and tokenizer_config.json\n",
+          id_or_null(hf::special_id(spec, spec.bos_id)), id_or_null(hf::special_id(spec, spec.eos_id))};
 }
 
 }  // namespace
@@ -133,8 +154,12 @@ std::string export_hf(const HfExportOptions& o) {
     auto tensors = hf_tensors(file, type);
     const std::size_t count = tensors.size();
     const std::string weights = write_weights(dir, std::move(tensors), o.max_shard_mb * 1e6);
-    write_json(dir / "config.json", hf_config(cfg, file));
-    write_json(dir / "generation_config.json", {{"do_sample", false}, {"max_length", cfg.model.block_size}});
+    json config = hf_config(cfg, file);
+    config["bos_token_id"] = tokenizer.bos_id;
+    config["eos_token_id"] = tokenizer.eos_id;
+    write_json(dir / "config.json", config);
+    write_json(dir / "generation_config.json", {{"do_sample", false}, {"max_length", cfg.model.block_size},
+                                                {"bos_token_id", tokenizer.bos_id}, {"eos_token_id", tokenizer.eos_id}});
     for (const auto& [name, bytes] : tokenizer.files) {
       std::ofstream out(dir / name, std::ios::binary);
       out << bytes;

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
+#include "gridtrain/checkpoint/tokenizer_record.hpp"
+#include "gridtrain/data/hf_tokenizer.hpp"
 #include "gridtrain/grid/grid.hpp"
 #include "gridtrain/interop/hf.hpp"
 #include "gridtrain/interop/safetensors.hpp"
@@ -203,8 +205,26 @@ std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& 
   return out;
 }
 
+// The model directory's Hugging Face tokenizer as a bundle (data/hf_tokenizer.hpp), or "" where
+// it has no tokenizer.json; with a summary line. Its ids must lie within the model's vocabulary.
+std::pair<std::string, std::string> read_tokenizer(const fs::path& dir, const Config& cfg) {
+  if (!fs::exists(dir / "tokenizer.json"))
+    return {"", "note: no tokenizer.json in " + dir.string() + ": none is kept; prepare data with the model's own "
+                "tokenizer (`gridtrain prepare ... --tokenizer-json`)\n"};
+  std::string bundle = read_hf_tokenizer(dir.string());
+  const auto tokenizer = make_hf_tokenizer(bundle);  // reads the vocabulary and eos in C++: no Python starts
+  if (tokenizer->vocab_size() > cfg.model.vocab_size)
+    throw Error((dir / "tokenizer.json").string() + ": ids up to " + std::to_string(tokenizer->vocab_size() - 1) +
+                ", but config.json's vocab_size is " + std::to_string(cfg.model.vocab_size) +
+                ": the tokenizer is not this model's");
+  std::string names;
+  for (const auto& [name, text] : hf_tokenizer_files(bundle)) names += (names.empty() ? "" : ", ") + name;
+  return {std::move(bundle), "kept its tokenizer (" + names + ", " + std::to_string(tokenizer->vocab_size()) +
+                                 " ids) as /tokenizer/model: generate, export and runs from it use it\n"};
+}
+
 void write_weights_checkpoint(const std::string& path, const Config& cfg, const std::vector<hf::WholeTensor>& tensors,
-                              const std::string& source) {
+                              const std::string& tokenizer, const std::string& source) {
   auto file = CheckpointFile::create(path, MPI_COMM_SELF);
   const hid_t root = file.root();
   h5_write_attr(root, "format", std::string(kCheckpointFormat));
@@ -219,6 +239,11 @@ void write_weights_checkpoint(const std::string& path, const Config& cfg, const 
     const std::vector<hsize_t> shape(t.shape.begin(), t.shape.end());
     file.write("/model/" + t.name, DType::F32, shape, Slab::all(shape), t.data.data());
   }
+  if (!tokenizer.empty()) {
+    const std::vector<hsize_t> shape{tokenizer.size()};
+    file.write("/tokenizer/model", DType::U8, shape, Slab::all(shape), tokenizer.data());
+    write_tokenizer_name(file, "hf");
+  }
   file.close();
 }
 
@@ -231,12 +256,13 @@ std::string import_hf(const HfImportOptions& o) {
     const auto files = weight_files(dir);
     const std::string head = check_tied_head(files, cfg.model);
     const auto tensors = read_tensors(files, cfg, o.input);
+    const auto [tokenizer, tokenizer_note] = read_tokenizer(dir, cfg);
     const std::string tmp = o.output + ".tmp";  // never a half-written file under the name asked for
-    write_weights_checkpoint(tmp, cfg, tensors, "transformers: " + fs::absolute(dir).string());
+    write_weights_checkpoint(tmp, cfg, tensors, tokenizer, "transformers: " + fs::absolute(dir).string());
     fs::rename(tmp, o.output);
     return "Imported " + o.input + " (" + name_of(cfg.model.type) + ", " + std::to_string(tensors.size()) +
            " tensors) to " + o.output + ": weights only; start a run from it with --checkpoint.init_from=" + o.output +
-           "\n" + head;
+           "\n" + head + tokenizer_note;
   } catch (const Error& e) {
     throw Error("import: " + std::string(e.what()));
   } catch (const std::exception& e) {

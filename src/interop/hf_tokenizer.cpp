@@ -332,9 +332,14 @@ std::string tokenizer_config(const Spec& spec, int block_size) {
                            {"clean_up_tokenization_spaces", false}};
   const std::pair<const char*, int> special[] = {{"bos_token", spec.bos_id}, {"eos_token", spec.eos_id}, {"pad_token", spec.pad_id}};
   for (const auto& [key, id] : special)
-    if (id >= 0 && static_cast<std::size_t>(id) < spec.pieces.size() && spec.pieces[static_cast<std::size_t>(id)].type == Type::Control)
-      config[key] = spec.pieces[static_cast<std::size_t>(id)].piece;
+    if (special_id(spec, id) >= 0) config[key] = spec.pieces[static_cast<std::size_t>(id)].piece;
   return config.dump(2) + "\n";
+}
+
+int special_id(const Spec& spec, int id) {
+  const bool control = id >= 0 && static_cast<std::size_t>(id) < spec.pieces.size() &&
+                       spec.pieces[static_cast<std::size_t>(id)].type == Type::Control;
+  return control ? id : -1;
 }
 
 }  // namespace gridtrain::hf

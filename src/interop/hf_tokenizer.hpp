@@ -19,4 +19,8 @@ std::string tokenizer_json(const SentencePieceSpec& spec);
 /// never matched in text, no clean-up of spaces on decode), model_max_length = block_size.
 std::string tokenizer_config(const SentencePieceSpec& spec, int block_size);
 
+/// The id of a special token of the model (spec.bos_id, eos_id, pad_id) when tokenizer_config
+/// names it, that is when it is a control piece; -1 otherwise.
+int special_id(const SentencePieceSpec& spec, int id);
+
 }  // namespace gridtrain::hf

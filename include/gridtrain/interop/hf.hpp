@@ -19,7 +19,9 @@ struct HfExportOptions {
 };
 
 /// Writes the export; returns what it wrote and any caveat (a byte-level vocabulary has no
-/// transformers tokenizer), one line each. Throws gridtrain::Error naming the file for an
+/// transformers tokenizer; a checkpoint may carry none), one line each. The tokenizer written
+/// is the one the checkpoint carries (checkpoint/tokenizer_record.hpp): a SentencePiece model as
+/// tokenizer.json + tokenizer.model, a Hugging Face bundle as the files it was read from. Throws gridtrain::Error naming the file for an
 /// unreadable checkpoint or one whose model transformers has no counterpart for (cnn).
 std::string export_hf(const HfExportOptions& o);
 
@@ -30,11 +32,14 @@ struct HfImportOptions {
 
 /// Writes the import; returns a summary line, and a note where a config that ties the head
 /// (tie_word_embeddings) comes with an lm_head.weight unlike the embedding: the llama is then
-/// imported untied with the file's head, as transformers loads it. Throws gridtrain::Error
+/// imported untied with the file's head, as transformers loads it. A tokenizer.json in the
+/// directory is kept (as /tokenizer/model, an hf bundle: data/hf_tokenizer.hpp), and a line
+/// says so or that there is none. Throws gridtrain::Error
 /// naming the file and key or tensor for: a model_type other than llama and gpt2; a config
 /// gridtrain does not compute (rope scaling, biases, sliding windows, another activation, a
 /// GPT-2 head unlike its embedding, …: refused by name, never dropped); a missing, unknown or
-/// misshapen tensor; a bad safetensors file (safetensors.hpp).
+/// misshapen tensor; a bad safetensors file (safetensors.hpp); a tokenizer whose ids reach past
+/// config.json's vocab_size, or one make_hf_tokenizer refuses.
 std::string import_hf(const HfImportOptions& o);
 
 }  // namespace gridtrain
