@@ -181,6 +181,12 @@ std::map<std::string, std::string> hf_tokenizer_files(const std::string& bundle)
   return files;
 }
 
+std::string hf_tokenizer_names(const std::string& bundle) {
+  std::string names;
+  for (const auto& [name, text] : hf_tokenizer_files(bundle)) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 std::unique_ptr<Tokenizer> make_hf_tokenizer(std::string bundle) {
   try {
     return std::make_unique<HfTokenizer>(std::move(bundle));

@@ -121,10 +121,9 @@ TokenizerFiles tokenizer_files(const CheckpointFile& file, const Config& cfg) {
                 "so none is written: encode text as its UTF-8 bytes\n"};
   if (t->name == "hf") {  // a transformers model's own files, as prepare --tokenizer-json or import read them
     const auto bundle = hf_tokenizer_files(t->model);
-    std::string names;
-    for (const auto& [name, text] : bundle) names += (names.empty() ? "" : ", ") + name;
     const auto eos = make_hf_tokenizer(t->model)->eod_id();  // read in C++: no Python starts
-    return {{bundle.begin(), bundle.end()}, "wrote the model's Hugging Face tokenizer back, as it was read: " + names + "\n",
+    return {{bundle.begin(), bundle.end()},
+            "wrote the model's Hugging Face tokenizer back, as it was read: " + hf_tokenizer_names(t->model) + "\n",
             nullptr, id_or_null(eos)};
   }
   const std::string& model = t->model;
@@ -158,8 +157,9 @@ std::string export_hf(const HfExportOptions& o) {
     config["bos_token_id"] = tokenizer.bos_id;
     config["eos_token_id"] = tokenizer.eos_id;
     write_json(dir / "config.json", config);
-    write_json(dir / "generation_config.json", {{"do_sample", false}, {"max_length", cfg.model.block_size},
-                                                {"bos_token_id", tokenizer.bos_id}, {"eos_token_id", tokenizer.eos_id}});
+    write_json(dir / "generation_config.json",
+               {{"do_sample", false}, {"max_length", cfg.model.block_size}, {"bos_token_id", tokenizer.bos_id},
+                {"eos_token_id", tokenizer.eos_id}});
     for (const auto& [name, bytes] : tokenizer.files) {
       std::ofstream out(dir / name, std::ios::binary);
       out << bytes;

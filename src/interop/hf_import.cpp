@@ -217,10 +217,10 @@ std::pair<std::string, std::string> read_tokenizer(const fs::path& dir, const Co
     throw Error((dir / "tokenizer.json").string() + ": ids up to " + std::to_string(tokenizer->vocab_size() - 1) +
                 ", but config.json's vocab_size is " + std::to_string(cfg.model.vocab_size) +
                 ": the tokenizer is not this model's");
-  std::string names;
-  for (const auto& [name, text] : hf_tokenizer_files(bundle)) names += (names.empty() ? "" : ", ") + name;
-  return {std::move(bundle), "kept its tokenizer (" + names + ", " + std::to_string(tokenizer->vocab_size()) +
-                                 " ids) as /tokenizer/model: generate, export and runs from it use it\n"};
+  std::string line = "kept its tokenizer (" + hf_tokenizer_names(bundle) + ", " +
+                     std::to_string(tokenizer->vocab_size()) +
+                     " ids) as /tokenizer/model: generate, export and runs from it use it\n";
+  return {std::move(bundle), std::move(line)};
 }
 
 void write_weights_checkpoint(const std::string& path, const Config& cfg, const std::vector<hf::WholeTensor>& tensors,

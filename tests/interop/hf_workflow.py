@@ -116,13 +116,15 @@ def main():
             "--data.document_mask=true", f"--data.eod_token={eos}"]
     p, first = train(env, "tune", keys, 100)
     if p.returncode != 0 or "its tokenizer, hf" not in p.stdout:
-        sys.exit(f"FAILED: the fine-tune from the import did not take its tokenizer\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        sys.exit(f"FAILED: the fine-tune from the import did not take its tokenizer\n{p.stdout[-3000:]}\n"
+                 f"{p.stderr[-3000:]}")
     p, ckpt = train(env, "tune", keys[1:], 150, restart=first)
     if p.returncode != 0 or "its tokenizer, hf" not in p.stdout:
         sys.exit(f"FAILED: the resume did not keep the tokenizer\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     with open(os.path.join(work, "tune", "metrics.jsonl")) as f:
         losses = [json.loads(line)["loss"] for line in f if '"loss"' in line]
-    print(f"fine-tune at (2,2,1), 150 steps on the blend with the document mask: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    print(f"fine-tune at (2,2,1), 150 steps on the blend with the document mask: "
+          f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     if not losses[-1] < losses[0]:
         sys.exit("FAILED: fine-tuning did not lower the loss")
 
@@ -162,9 +164,11 @@ def main():
     if p.stdout != theirs_text + "\n" or len(set(new)) < 3:
         sys.exit("FAILED: greedy text differs (or says nothing: fewer than 3 distinct tokens)")
 
-    p, _ = train(env, "bytes", [f"--checkpoint.init_from={imported}", f"--data.path={os.path.dirname(kjv)}/ge-ex.h5"], 1)
+    byte_data = os.path.join(os.path.dirname(kjv), "ge-ex.h5")
+    p, _ = train(env, "bytes", [f"--checkpoint.init_from={imported}", f"--data.path={byte_data}"], 1)
     if p.returncode == 0 or not all(s in p.stderr + p.stdout for s in ("tokenizer hf", "prepared with bytes")):
-        sys.exit(f"FAILED: init_from across tokenizers was not refused naming both\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        sys.exit(f"FAILED: init_from across tokenizers was not refused naming both\n{p.stdout[-2000:]}\n"
+                 f"{p.stderr[-2000:]}")
     print("init_from of the import on byte-level data: refused, naming both tokenizers")
 
 

@@ -24,6 +24,9 @@ std::string read_hf_tokenizer(const std::string& path);
 /// The files of a bundle, by name, as read. Throws gridtrain::Error for text that is no bundle.
 std::map<std::string, std::string> hf_tokenizer_files(const std::string& bundle);
 
+/// "tokenizer.json, tokenizer_config.json": the names of a bundle's files, for messages.
+std::string hf_tokenizer_names(const std::string& bundle);
+
 /// The "hf" tokenizer of a bundle. vocab_size: the largest id of the model's vocabulary and the
 /// added tokens + 1. eod_id: tokenizer_config.json's (or special_tokens_map.json's) eos_token,
 /// -1 when neither names one. encode adds no special tokens (no BOS/EOS): the ids of

@@ -21,8 +21,10 @@ struct HfExportOptions {
 /// Writes the export; returns what it wrote and any caveat (a byte-level vocabulary has no
 /// transformers tokenizer; a checkpoint may carry none), one line each. The tokenizer written
 /// is the one the checkpoint carries (checkpoint/tokenizer_record.hpp): a SentencePiece model as
-/// tokenizer.json + tokenizer.model, a Hugging Face bundle as the files it was read from. Throws gridtrain::Error naming the file for an
-/// unreadable checkpoint or one whose model transformers has no counterpart for (cnn).
+/// tokenizer.json + tokenizer.model, a Hugging Face bundle as the files it was read from;
+/// config.json gets its bos and eos ids (null where it has none). Throws gridtrain::Error naming
+/// the file for an unreadable checkpoint or one whose model transformers has no counterpart for
+/// (cnn).
 std::string export_hf(const HfExportOptions& o);
 
 struct HfImportOptions {
