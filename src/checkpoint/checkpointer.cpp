@@ -411,7 +411,6 @@ void Checkpointer::Impl::write(const Snapshot& snap) {
     if (!corpus_.blend.empty()) h5_write_attr(data, "blend", corpus_.blend);
     H5Id train(H5Gcreate2(root, "/train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /train");
     for (const auto& [name, values] : snap.train) h5_write_attr(train, name, values);
-    // tokenizer_ is settled before the first save (load, load_weights): no race with the writer thread
     if (tokenizer_) write_tokenizer_name(*file, tokenizer_->name);
   });
   if (cfg_.debug.slow_checkpoint_s > 0)  // fault injection: widen the window for crash tests

@@ -106,7 +106,9 @@ struct Checkpointer::Impl {
   Grid& grid_;
   Log& log_;
   CorpusId corpus_;
-  std::optional<TokenizerRecord> tokenizer_;  // what /tokenizer carries: the corpus's, or inherit_tokenizer's
+  // What /tokenizer carries: the corpus's, or inherit_tokenizer's. Settled by load()/load_weights()
+  // before the first save, so the writer thread reads it without a lock.
+  std::optional<TokenizerRecord> tokenizer_;
   Lineage lineage_;  // new at a fresh start or a branch, the checkpoint's after a load
   std::string slurm_job_;  // slurm_job_identity() of rank 0, written into every file ("" outside Slurm)
   bool resume_scanned_ = false;  // resume_path() chose from a directory's files
