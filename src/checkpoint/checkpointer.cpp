@@ -277,13 +277,12 @@ void Checkpointer::Impl::save(long long step, std::uint64_t sample_index, std::u
     add_row("/comm/error_feedback/" + name, DType::F32, host.data_ptr<float>(), static_cast<hsize_t>(host.numel()));
   }
   if (tokenizer_) {  // `gridtrain generate` and `export` use it; written by rank 0
-    const std::string& model = tokenizer_->model;
     Snapshot::Tensor& rec = slot();
     rec.name = "/tokenizer/model";
     rec.type = DType::U8;
-    rec.shape = {model.size()};
+    rec.shape = {tokenizer_->model.size()};
     rec.selection = rectangles(grid_.rank() == 0 ? Slab::all(rec.shape) : Slab::none());
-    rec.bytes.assign(model.begin(), grid_.rank() == 0 ? model.end() : model.begin());
+    rec.bytes.assign(tokenizer_->model.begin(), grid_.rank() == 0 ? tokenizer_->model.end() : tokenizer_->model.begin());
   }
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
@@ -404,6 +403,7 @@ void Checkpointer::Impl::write(const Snapshot& snap) {
     h5_write_attr(data, "seed", static_cast<long long>(cfg_.train.seed));
     h5_write_attr(data, "global_sample_index", static_cast<long long>(snap.sample_index));
     h5_write_attr(data, "epoch", static_cast<long long>(snap.epoch));
+    h5_write_attr(data, "sampler", std::string(kSampleOrder));
     h5_write_attr(data, "corpus_sha256", corpus_.sha256);
     h5_write_attr(data, "tokenizer", corpus_.tokenizer);
     h5_write_attr(data, "train_tokens", static_cast<long long>(corpus_.train_size));

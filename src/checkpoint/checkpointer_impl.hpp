@@ -16,6 +16,7 @@
 #include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/checkpoint/tokenizer_record.hpp"
 #include "gridtrain/comm/agree.hpp"
+#include "gridtrain/data/sampler.hpp"  // kSampleOrder, which /data records
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/parallel/shard.hpp"
 #include "gridtrain/util/watchdog.hpp"

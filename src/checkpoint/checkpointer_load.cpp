@@ -93,6 +93,12 @@ std::string Checkpointer::Impl::check_corpus(hid_t data) const {
   if (was.tokenizer != corpus_.tokenizer)
     changed += (changed.empty() ? "" : "; ") + std::string("tokenizer ") + was.tokenizer + " then, " +
                corpus_.tokenizer + " now";
+  // Files before the sampler was recorded drew each epoch as a stored Fisher–Yates shuffle.
+  const std::string order = h5_has_attr(data, "sampler") ? h5_read_attr_string(data, "sampler") : "fisher-yates";
+  if (order != kSampleOrder)
+    changed += (changed.empty() ? "" : "; ") + std::string("sample order ") + order + " then, " + kSampleOrder +
+               " now: the rest of the epoch is drawn in the new order, so some of its windows repeat and others "
+               "are skipped";
   const std::string blend = h5_has_attr(data, "blend") ? h5_read_attr_string(data, "blend") : "";
   if (blend != corpus_.blend)
     changed += (changed.empty() ? "" : "; ") + std::string("data.blend '") + (blend.empty() ? "none" : blend) +

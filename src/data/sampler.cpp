@@ -1,29 +1,30 @@
 #include "gridtrain/data/sampler.hpp"
 
 #include <algorithm>
-#include <numeric>
+#include <bit>
+#include <utility>
 
 #include "gridtrain/util/hash.hpp"
 
 namespace gridtrain {
 
 Sampler::Sampler(std::uint64_t tokens, int block_size, std::uint64_t seed)
-    : block_(block_size), seed_(seed), windows_((tokens - 1) / static_cast<std::uint64_t>(block_size)) {}
+    : block_(block_size), seed_(seed), windows_((tokens - 1) / static_cast<std::uint64_t>(block_size)),
+      // 2h >= the bits of W - 1 (one bit at least): the network's domain 4^h holds [0, W)
+      half_bits_(std::max(1, (static_cast<int>(std::bit_width(windows_ - 1)) + 1) / 2)) {}
 
-std::uint64_t Sampler::window_start(std::uint64_t g) {
-  const std::uint64_t e = epoch(g);
-  if (e != perm_epoch_) {
-    perm_.resize(windows_);
-    std::iota(perm_.begin(), perm_.end(), 0u);
-    std::uint64_t state = splitmix64(seed_ ^ splitmix64(e));
-    for (std::uint64_t i = windows_ - 1; i > 0; --i) {
-      state = splitmix64(state);
-      // Modulo bias is below 2^-32 for any realistic window count; determinism is what matters.
-      std::swap(perm_[i], perm_[state % (i + 1)]);
+std::uint64_t Sampler::permute(std::uint64_t i, std::uint64_t e) const {
+  const std::uint64_t mask = (std::uint64_t{1} << half_bits_) - 1;
+  const std::uint64_t key = splitmix64(seed_ ^ splitmix64(e));
+  do {  // a permutation of [0, 4^h): its cycle through i < W comes back below W
+    std::uint64_t left = i >> half_bits_, right = i & mask;
+    for (std::uint64_t round = 0; round < 4; ++round) {
+      const std::uint64_t f = splitmix64(key ^ splitmix64(right ^ (round << 60))) & mask;
+      left = std::exchange(right, left ^ f);
     }
-    perm_epoch_ = e;
-  }
-  return static_cast<std::uint64_t>(perm_[g % windows_]) * block_;
+    i = (left << half_bits_) | right;
+  } while (i >= windows_);
+  return i;
 }
 
 std::vector<std::uint64_t> validation_starts(std::size_t val_tokens, int block_size, int count) {

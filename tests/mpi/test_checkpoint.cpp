@@ -198,6 +198,9 @@ TEST_CASE("bad checkpoints give clear errors on every rank", "[np2]") {
     H5Id h(H5Fopen((dir + "/v2.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "open");
     H5Adelete(h, "version");
     h5_write_attr(h, "version", 2LL);
+    fs::copy_file(good, dir + "/fisher-yates.h5");  // as written before the sample order was recorded
+    H5Id old(H5Fopen((dir + "/fisher-yates.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), "open");
+    H5Adelete(H5Id(H5Gopen2(old, "/data", H5P_DEFAULT), "open /data"), "sampler");
   }
   MPI_Barrier(MPI_COMM_WORLD);
   c.checkpoint.resume = {Resume::Mode::Path, dir + "/truncated.h5"};
@@ -206,6 +209,9 @@ TEST_CASE("bad checkpoints give clear errors on every rank", "[np2]") {
   CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("fails its checksum"));
   c.checkpoint.resume = {Resume::Mode::Path, dir + "/v2.h5"};
   CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("format version 2; this gridtrain reads version 1"));
+  c.checkpoint.resume = {Resume::Mode::Path, dir + "/fisher-yates.h5"};
+  CHECK_THAT(load_error(c, MPI_COMM_WORLD), Catch::Contains("sample order fisher-yates then, feistel now") &&
+                                                Catch::Contains("data.allow_change = true"));
 }
 
 // A llama whose norm epsilon and rotary base are not the deck's: its weights compute another

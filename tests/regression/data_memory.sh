@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Memory per rank does not grow with the corpus: the same training run (2 ranks, T = 1024) on the
 # small test corpus and on a synthetic corpus of >= 4 GiB of tokens made here (and deleted after)
-# peaks within 50 MiB of resident memory of each other. The difference left is the sampler's
-# permutation, 4 bytes per window (16 MiB for 4 GiB at T = 1024).
+# peaks within 50 MiB of resident memory of each other: the reader keeps no per-token state and
+# the sampler's permutation is computed, not stored.
 # Usage: data_memory.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC PYTHON
 set -u
 gridtrain=$1 data=$2 work=$3 mpiexec=$4 python=$5

@@ -83,6 +83,28 @@ TEST_CASE("sampler: the batch of a step depends on (seed, step) only; dp slices 
   for (auto w : r0) CHECK(r1.count(w) == 0);
 }
 
+TEST_CASE("sampler: every epoch is a permutation of the windows, for any window count", "[data]") {
+  // Counts around powers of 4 (the Feistel domain) and 1, where the cycle walk does all the work.
+  for (const std::uint64_t windows : {1, 2, 3, 4, 5, 15, 16, 17, 1000, 4095, 4097}) {
+    CAPTURE(windows);
+    Sampler s(windows * 8 + 1, 8, 11);
+    REQUIRE(s.windows() == windows);
+    for (std::uint64_t e = 0; e < 3; ++e) {
+      std::set<std::uint64_t> seen;
+      std::uint64_t fixed = 0;
+      for (std::uint64_t i = 0; i < windows; ++i) {
+        const std::uint64_t w = s.window_start(e * windows + i) / 8;
+        CHECK(w < windows);
+        seen.insert(w);
+        fixed += w == i;
+      }
+      CHECK(seen.size() == windows);
+      // A shuffle, not the identity: a random permutation has one fixed point on average.
+      if (windows >= 1000) CHECK(fixed < 10);
+    }
+  }
+}
+
 TEST_CASE("a corpus cut into 3 shards reads as the same tokens in one file", "[data]") {
   const auto dir = test::temp_dir("shards");
   const auto one = test::make_corpus(dir, 20000);

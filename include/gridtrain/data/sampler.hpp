@@ -2,10 +2,13 @@
 //
 // The training split is cut into W = (N - 1) / T windows of T + 1 tokens at stride T (each
 // target token is covered once per epoch). Global sample index g (= step · global_batch + j)
-// belongs to epoch e = g / W and reads window perm_e[g mod W], where perm_e is a Fisher–Yates
-// shuffle driven by splitmix64(seed, e) (util/hash.hpp). So the global batch of step s is a function of
-// (seed, s) alone, and dp rank r reads its contiguous slice of it: every dp layout sees the same
-// samples at the same step, whatever the timing. The state to checkpoint is (seed, g).
+// belongs to epoch e = g / W and reads window perm_e(g mod W). perm_e is computed, not stored, so
+// memory does not grow with the corpus: a 4-round balanced Feistel network on [0, 4^h) ⊇ [0, W),
+// round function splitmix64 (util/hash.hpp) keyed by (seed, e, round), cycle-walked until it lands
+// below W (Black & Rogaway 2002, "Ciphers with Arbitrary Finite Domains"; 4^h < 4W, so under 4
+// steps expected). So the global batch of step s is a function of (seed, s) alone, and dp rank r
+// reads its contiguous slice of it: every dp layout sees the same samples at the same step,
+// whatever the timing. The state to checkpoint is (seed, g).
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -16,7 +19,7 @@ namespace gridtrain {
 class Sampler {
  public:
   /// tokens: the training split's length N; block_size T. Needs N >= T + 1 (checked when the
-  /// data are loaded). Holds one epoch's permutation: 4 bytes per window.
+  /// data are loaded). Holds no per-window state.
   Sampler(std::uint64_t tokens, int block_size, std::uint64_t seed);
   /// A sampler over n items (images): each read once per epoch, window_start(g) the item's index.
   static Sampler items(std::uint64_t n, std::uint64_t seed) { return Sampler(n + 1, 1, seed); }
@@ -25,15 +28,20 @@ class Sampler {
   /// Epoch of global sample index g.
   std::uint64_t epoch(std::uint64_t g) const { return g / windows_; }
   /// First token of the window read by global sample index g.
-  std::uint64_t window_start(std::uint64_t g);
+  std::uint64_t window_start(std::uint64_t g) const { return permute(g % windows_, epoch(g)) * block_; }
 
  private:
+  /// perm_e(i) for i < W.
+  std::uint64_t permute(std::uint64_t i, std::uint64_t e) const;
   int block_;
   std::uint64_t seed_;
   std::uint64_t windows_;
-  std::uint64_t perm_epoch_ = UINT64_MAX;
-  std::vector<std::uint32_t> perm_;
+  int half_bits_;  // h: each Feistel half holds h bits
 };
+
+/// The sample order's name, recorded in checkpoints (/data attribute sampler): a resume of a file
+/// written under another order is a change of data (Checkpointer's check_corpus).
+inline constexpr const char* kSampleOrder = "feistel";
 
 /// Validation subset: count windows of T + 1 tokens evenly spaced over the validation split;
 /// returns their start offsets (same on every rank and layout). When count is at least the
