@@ -23,6 +23,10 @@ Config model_3d(const std::string& dir, int steps, int dp, int tp, int pp, const
   c.model.n_head = 8;
   c.model.n_embd = 32;
   c.optim.clip_grad = 0.1;
+  // Layouts sum each gradient in another order: it differs by a rounding δ (~1e-11 here: fp32
+  // sums of terms ~1e-4). Adam's step lr·g/(|g| + ε) moves by up to lr·δ/ε for an element whose
+  // gradient is near 0: ~1e-6 a step at ε = 1e-8, the weights' atol below; ~1e-8 at ε = 1e-6.
+  c.optim.eps = 1e-6;
   c.grid.dp = dp, c.grid.tp = tp, c.grid.pp = pp;
   c = as_family(c, family);
   if (c.model.type == ModelType::Llama && tp > c.model.n_kv_head) c.model.n_kv_head = tp;
