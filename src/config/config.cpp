@@ -8,6 +8,7 @@
 
 #include "gridtrain/util/error.hpp"
 #include "keys.hpp"
+#include "moe_keys.hpp"
 #include "sparsity_keys.hpp"
 
 namespace po = boost::program_options;
@@ -96,6 +97,7 @@ void check_llama(const Config& c, std::vector<std::string>& errors) {
 void check_consistency(const Config& c, std::vector<std::string>& errors) {
   check_llama(c, errors);
   detail::check_sparsity(c, errors);
+  detail::check_moe(c, errors);
   if (c.model.n_embd % c.model.n_head != 0)
     errors.push_back("model.n_embd = " + std::to_string(c.model.n_embd) + " is not divisible by model.n_head = " +
                      std::to_string(c.model.n_head) + "; valid: a multiple of n_head");

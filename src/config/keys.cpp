@@ -8,6 +8,7 @@
 #include "gridtrain/config/data_split.hpp"
 #include "gridtrain/util/error.hpp"
 #include "key_makers.hpp"
+#include "moe_keys.hpp"
 #include "sparsity_keys.hpp"
 
 namespace gridtrain::detail {
@@ -453,7 +454,7 @@ std::vector<Key> debug_keys() {
 // The sections in deck order.
 std::vector<Key> build_table() {
   std::vector<Key> table;
-  for (auto section : {grid_keys, model_keys, data_keys, optim_keys, train_keys, precision_keys, comm_keys,
+  for (auto section : {grid_keys, model_keys, moe_keys, data_keys, optim_keys, train_keys, precision_keys, comm_keys,
                        checkpoint_keys, sparsity_keys, output_keys, debug_keys})
     for (auto& key : section()) table.push_back(std::move(key));
   return table;

@@ -75,10 +75,10 @@ torch::Tensor LlamaAttention::forward(const torch::Tensor& x, const Rope& rope, 
   return region_.row(dense(y, o_proj_->weight));  // row-parallel: partial sums over this rank's heads
 }
 
-LlamaMlp::LlamaMlp(const LlamaShape& s, const TpRegion& region) : region_(region) {
-  gate_proj_ = register_module("gate_proj", bias_free(s.n_embd, region.local(s.ffn_hidden)));
-  up_proj_ = register_module("up_proj", bias_free(s.n_embd, region.local(s.ffn_hidden)));
-  down_proj_ = register_module("down_proj", bias_free(region.local(s.ffn_hidden), s.n_embd));
+LlamaMlp::LlamaMlp(std::int64_t n_embd, std::int64_t width, const TpRegion& region) : region_(region) {
+  gate_proj_ = register_module("gate_proj", bias_free(n_embd, region.local(width)));
+  up_proj_ = register_module("up_proj", bias_free(n_embd, region.local(width)));
+  down_proj_ = register_module("down_proj", bias_free(region.local(width), n_embd));
 }
 
 torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
@@ -86,12 +86,19 @@ torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
   return region_.row(dense(torch::silu(in[0]) * in[1], down_proj_->weight));
 }
 
-LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope) : rope_(rope) {
+LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope, std::int64_t layer,
+                       moe::RouterLog* routers)
+    : rope_(rope) {
   auto rms_norm = [&] { return std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, region); };
   input_layernorm_ = register_module("input_layernorm", rms_norm());
   self_attn_ = register_module("self_attn", std::make_shared<LlamaAttention>(s, region));
   post_attention_layernorm_ = register_module("post_attention_layernorm", rms_norm());
-  mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s, region));
+  if (!s.moe.on(layer)) {
+    mlp_ = register_module("mlp", std::make_shared<LlamaMlp>(s.n_embd, s.ffn_hidden, region));
+    return;
+  }
+  const auto expert = [&](std::int64_t width) { return std::make_shared<LlamaMlp>(s.n_embd, width, TpRegion{}); };
+  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers));
 }
 
 torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
@@ -106,11 +113,16 @@ std::vector<std::string> LlamaPlan::names() const {
   std::vector<std::string> out;
   if (first_stage() || (last_stage() && s_.tie_embeddings)) out.push_back("model.embed_tokens.weight");
   for (const auto& chunk : chunks())
-    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i)
+    for (std::int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+      const std::string layer = "model.layers." + std::to_string(i) + ".";
       for (const char* p : {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                            "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
-                            "mlp.down_proj"})
-        out.push_back("model.layers." + std::to_string(i) + "." + p + ".weight");
+                            "self_attn.o_proj", "post_attention_layernorm"})
+        out.push_back(layer + p + ".weight");
+      if (s_.moe.on(i))
+        for (const auto& p : s_.moe.mlp_names()) out.push_back(layer + "mlp." + p);
+      else
+        for (const char* p : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) out.push_back(layer + p + ".weight");
+    }
   if (last_stage()) out.push_back("model.norm.weight");
   if (last_stage() && !s_.tie_embeddings) out.push_back("lm_head.weight");
   return out;
@@ -125,6 +137,13 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
   if (local("self_attn.q_proj.weight")) return {{Q, C}, 0};
   if (local("self_attn.k_proj.weight") || local("self_attn.v_proj.weight")) return {{KV, C}, 0};
   if (local("self_attn.o_proj.weight")) return {{C, Q}, 1};
+  if (local(".mlp.gate.weight")) return {{s_.moe.experts, C}};
+  if (local("mlp.shared_expert_gate.weight")) return {{1, C}};
+  for (const auto& [part, width] : {std::pair{".mlp.experts.", s_.moe.ffn_hidden}, {".mlp.shared_expert.", s_.moe.shared_ffn_hidden}})
+    if (name.find(part) != std::string::npos) {  // experts are whole on every rank: tp does not split them
+      if (ends_with(name, "down_proj.weight")) return {{C, width}};
+      if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) return {{width, C}};
+    }
   if (local("mlp.gate_proj.weight") || local("mlp.up_proj.weight")) return {{F, C}, 0};
   if (local("mlp.down_proj.weight")) return {{C, F}, 1};
   throw std::invalid_argument("Llama has no parameter " + name);
@@ -132,8 +151,11 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
 
 double LlamaPlan::flops_per_item() const {
   const double C = s_.n_embd, L = s_.n_layer, Q = s_.n_head * s_.head_dim(), KV = s_.n_kv_head * s_.head_dim();
-  const double per_layer = C * (2.0 * Q + 2.0 * KV) + 3.0 * C * s_.ffn_hidden + 2.0 * C;
-  const double n = s_.vocab_size * C + L * per_layer + C;
+  const double M = static_cast<double>(s_.moe.layers.size());  // MoE layers: their active parameters count
+  const double moe_mlp = C * s_.moe.experts + 3.0 * C * (s_.moe.top_k * s_.moe.ffn_hidden + s_.moe.shared_ffn_hidden) +
+                         (s_.moe.shared_ffn_hidden > 0 ? C : 0.0);
+  const double n = s_.vocab_size * C + L * (C * (2.0 * Q + 2.0 * KV) + 2.0 * C) + (L - M) * 3.0 * C * s_.ffn_hidden +
+                   M * moe_mlp + C;
   return 6.0 * n + 12.0 * L * C * s_.block_size;
 }
 
@@ -141,13 +163,19 @@ LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int el
   const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
   const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / C;  // the softmax output (B, H/t, T, T)
   const double sdpa_output = s_.fused_attention ? 2.0 : 0.0;  // kept by sdpa's backward beside o_proj's copy
-  const double split_part = 4.0 + sdpa_output + 4.0 * s_.n_kv_head / H + 8.0 * s_.ffn_hidden / C;
+  // The MLP's four width-sized tensors per token, averaged over the layers: k experts' and the
+  // shared one's in an MoE layer (each token's rows, gathered), plus its (N, E) router scores.
+  const double L = s_.n_layer, M = static_cast<double>(s_.moe.layers.size());
+  const double moe_mlp = 8.0 * (s_.moe.top_k * s_.moe.ffn_hidden + s_.moe.shared_ffn_hidden) / C + 4.0 * s_.moe.experts / C;
+  const double mlp = ((L - M) * 8.0 * s_.ffn_hidden / C + M * moe_mlp) / L;
+  const double split_part = 4.0 + sdpa_output + 4.0 * s_.n_kv_head / H + mlp;
   // The 12 b T C bytes (at 2 bytes) of norms and layer inputs outside the split: split by sequence parallelism.
   return {b * T * C * scores / t * elem_bytes / 2.0,
           b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0};
 }
 
 Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBlocks, s.documents), plan_(s, layout) {
+  routers_ = moe::RouterLog(s.moe);
   auto tables = rope_tables(s);  // buffers, so that module->to(device) moves them
   rope_ = {register_buffer("rope_cos", tables.cos), register_buffer("rope_sin", tables.sin)};
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
@@ -157,7 +185,7 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBl
   }
   // Named by global layer index (no dots allowed in module names, so layers is a plain module).
   add_blocks(*model->register_module("layers", std::make_shared<torch::nn::Module>()),
-             [&](std::int64_t) { return std::make_shared<LlamaBlock>(s, plan_.region(), rope_); });
+             [&](std::int64_t i) { return std::make_shared<LlamaBlock>(s, plan_.region(), rope_, i, &routers_); });
   if (!last_stage()) return;
   norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, plan_.region()));
   if (!s.tie_embeddings) {
@@ -175,7 +203,11 @@ std::string Llama::describe() const {
   const auto& s = shape();
   return std::string("llama, attention ") + (s.fused_attention ? "sdpa" : "math") + ", " + std::to_string(s.n_head) +
          " query / " + std::to_string(s.n_kv_head) + " key-value heads, SwiGLU width " + std::to_string(s.ffn_hidden) +
-         (s.tie_embeddings ? ", tied embeddings" : ", untied embeddings");
+         (s.tie_embeddings ? ", tied embeddings" : ", untied embeddings") +
+         (s.moe.experts > 0 ? ", " + std::to_string(s.moe.layers.size()) + " MoE layers of " + std::to_string(s.moe.experts) +
+                                  " experts (top-" + std::to_string(s.moe.top_k) + ", width " +
+                                  std::to_string(s.moe.ffn_hidden) + ")"
+                            : "");
 }
 
 int Llama::unit_of(const std::string& name) const {

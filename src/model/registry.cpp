@@ -47,6 +47,11 @@ std::vector<std::string> llama_layout_problems(const Config& c, int tp, int pp) 
   if (kv_heads(c) % tp != 0)
     problems.push_back("model.n_kv_head = " + std::to_string(kv_heads(c)) + " is not divisible by grid.tp = " + t +
                        "; tensor parallelism splits the key/value heads (valid: grid.tp dividing n_kv_head)");
+  if (c.moe.enabled() && (tp > 1 || pp > 1))
+    problems.push_back("moe.experts = " + std::to_string(c.moe.experts) + " with grid.tp = " + t + " and grid.pp = " +
+                       std::to_string(pp) + ": experts are not split by tensor parallelism (each is whole on its "
+                       "rank), and the balancing losses over all MoE layers are not yet carried across pipeline "
+                       "stages; valid: grid.tp = grid.pp = 1 (scale with grid.dp and optim.zero_stage)");
   if (ffn_hidden(c) % tp != 0)
     problems.push_back("the SwiGLU width " + std::to_string(ffn_hidden(c)) + " (model.ffn_hidden) is not divisible by "
                        "grid.tp = " + t + "; tensor parallelism splits it");
@@ -68,11 +73,20 @@ GptShape gpt_shape(const Config& c, const DataShape& d) {
           c.model.n_embd, fused_attention(c), c.train.recompute, document_rules(c, d)};
 }
 
+moe::MoeShape moe_shape(const Config& c) {
+  const Config::Moe& m = c.moe;
+  moe::MoeShape s{m.experts, m.top_k, m.ffn_hidden > 0 ? m.ffn_hidden : ffn_hidden(c), m.shared_ffn_hidden,
+                  m.norm_topk_prob, m.aux_loss_coeff, m.z_loss_coeff, {}};
+  for (int i = 0; i < c.model.n_layer; ++i)
+    if (m.on(i)) s.layers.push_back(i);
+  return s;
+}
+
 LlamaShape llama_shape(const Config& c, const DataShape& d) {
   const auto& m = c.model;
   return {d.vocab_size,   m.block_size, m.n_layer,   m.n_head,         kv_heads(c),
           m.n_embd,       ffn_hidden(c), m.norm_eps, m.rope_theta, m.tie_embeddings, fused_attention(c),
-          c.train.recompute, document_rules(c, d)};
+          c.train.recompute, document_rules(c, d), moe_shape(c)};
 }
 
 CnnShape cnn_shape(const Config& c, const DataShape& d) { return {d.channels, d.height, d.width, d.classes, c.model.channels}; }
@@ -106,7 +120,8 @@ const Entry& entry(const Config& cfg) {
         [](const Config& c) { return c.model.n_layer; }, llama_layout_problems, true,
         // Not model.block_size: rotary positions carry to any context length.
         {"model.n_layer", "model.n_head", "model.n_embd", "model.n_kv_head", "model.ffn_hidden", "model.norm_eps",
-         "model.rope_theta", "model.tie_embeddings"}}},
+         "model.rope_theta", "model.tie_embeddings", "moe.experts", "moe.top_k", "moe.layers", "moe.ffn_hidden",
+         "moe.shared_ffn_hidden", "moe.norm_topk_prob"}}},
   };
   return registry.at(cfg.model.type);  // every ModelType is registered
 }

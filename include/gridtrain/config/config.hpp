@@ -6,6 +6,7 @@
 // The key table (name, default, meaning, valid values) lives in config/keys.cpp and drives
 // --help, the effective-config echo and docs/deck-reference.md.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -198,6 +199,27 @@ struct Config {
     /// The last mask-update step in effect: end, or 3/4 of steps for end = 0.
     int end_step(int steps) const { return end > 0 ? end : steps * 3 / 4; }
   } sparsity;
+
+  /// Mixture of experts in a llama's MLPs (model/moe.hpp): which layers, how many experts, how
+  /// tokens are routed to them and how the routing is balanced.
+  struct Moe {
+    int experts = 0;             ///< routed experts E of each MoE layer; 0 = dense (no MoE)
+    int top_k = 2;               ///< experts each token is routed to
+    int every = 1;               ///< moe.layers = every:N: layers N − 1, 2N − 1, ... (1: all)
+    std::vector<int> list;       ///< moe.layers as a list of layer indices; empty: by `every`
+    int ffn_hidden = 0;          ///< each expert's SwiGLU width; 0 = the dense MLP's
+    int shared_ffn_hidden = 0;   ///< Qwen2-MoE's shared expert's width; 0 = none
+    bool norm_topk_prob = true;  ///< the k chosen probabilities renormalized to sum 1 (Mixtral)
+    double aux_loss_coeff = 0.01;  ///< load-balancing loss weight (Switch Transformer's α)
+    double z_loss_coeff = 0.0;     ///< router z-loss weight (ST-MoE)
+    bool enabled() const { return experts > 0; }
+    /// Whether global layer `layer` (0-based) is an MoE layer.
+    bool on(int layer) const {
+      if (!enabled()) return false;
+      if (list.empty()) return (layer + 1) % every == 0;
+      return std::find(list.begin(), list.end(), layer) != list.end();
+    }
+  } moe;
 
   struct Debug {
     double slow_checkpoint_s = 0.0;  ///< fault injection: sleep before closing a checkpoint file

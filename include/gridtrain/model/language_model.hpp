@@ -17,6 +17,7 @@
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/documents.hpp"
 #include "gridtrain/model/model.hpp"
+#include "gridtrain/model/moe.hpp"
 #include "gridtrain/parallel/shard.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
 
@@ -250,6 +251,10 @@ class LanguageModel : public Model {
   virtual std::string embedding_name() const = 0;
   /// Fills parameter `name`'s global tensor (fp32) for initialize().
   virtual void fill(const std::string& name, torch::Tensor& full, at::Generator& gen) const = 0;
+
+  /// The MoE layers' routing of the micro-batch in flight (empty for a dense model): its
+  /// balancing losses join the head's loss sum.
+  moe::RouterLog routers_;
 
  private:
   /// The blocks of `chunk`: (B, T, C) → (B, T, C) (SP: (B, T/t, C)) within `documents`; with a

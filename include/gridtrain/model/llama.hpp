@@ -20,6 +20,7 @@
 #include "gridtrain/comm/axis.hpp"
 #include "gridtrain/model/language_model.hpp"
 #include "gridtrain/model/model.hpp"
+#include "gridtrain/model/moe.hpp"
 
 namespace gridtrain {
 
@@ -30,6 +31,7 @@ struct LlamaShape {
   bool fused_attention;  ///< at::scaled_dot_product_attention instead of the written-out math
   Recompute recompute;   ///< train.recompute
   lm::DocumentRules documents{};  ///< data.eod_token and the document keys
+  moe::MoeShape moe{};  ///< the [moe] keys: which layers' MLPs are mixtures of experts
   std::int64_t head_dim() const { return n_embd / n_head; }
 };
 
@@ -95,10 +97,11 @@ class LlamaAttention : public torch::nn::Module {
   Recompute recompute_;  // selective: the attention core runs again in backward
 };
 
-class LlamaMlp : public torch::nn::Module {
+/// The SwiGLU MLP of width F (F/tp on this rank), also an expert's (region: none).
+class LlamaMlp : public moe::FeedForward {
  public:
-  LlamaMlp(const LlamaShape& s, const TpRegion& region);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> down(silu(gate x) · up x), (B, T, C) (SP: T/t)
+  LlamaMlp(std::int64_t n_embd, std::int64_t width, const TpRegion& region);
+  torch::Tensor forward(const torch::Tensor& x) override;  // (B, T, C) -> down(silu(gate x) · up x), (B, T, C) (SP: T/t)
 
  private:
   TpRegion region_;
@@ -107,15 +110,17 @@ class LlamaMlp : public torch::nn::Module {
 
 class LlamaBlock : public lm::DecoderBlock {
  public:
-  /// rope: the model's rotary tables, which outlive the block.
-  LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope);
+  /// rope: the model's rotary tables, which outlive the block; layer: its global index; routers:
+  /// the model's router log (for an MoE layer's MLP), which outlives it.
+  LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope, std::int64_t layer,
+             moe::RouterLog* routers);
   torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot) override;  // (B, T, C) -> (B, T, C)
 
  private:
   const Rope& rope_;
   std::shared_ptr<RmsNorm> input_layernorm_, post_attention_layernorm_;
   std::shared_ptr<LlamaAttention> self_attn_;
-  std::shared_ptr<LlamaMlp> mlp_;
+  std::shared_ptr<moe::FeedForward> mlp_;  // LlamaMlp, or moe::MoeMlp in an MoE layer
 };
 
 class Llama : public LanguageModel {

@@ -1,0 +1,96 @@
+// Mixture-of-experts MLP (Shazeer et al. 2017; Mixtral, Jiang et al. 2024; Qwen2-MoE), computed
+// as transformers' MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock compute it: a router
+// (E, C) scores each token in fp32, softmax over the E experts, the top k chosen (their
+// probabilities renormalized to sum 1 with norm_topk_prob, as Mixtral), each token's k expert
+// outputs summed with those weights in fp32, in expert order (deterministic); plus, optionally,
+// Qwen2-MoE's shared expert, which every token passes through, scaled by sigmoid(shared gate).
+// Dropless: every routed token is computed.
+//
+// Parameter names (Qwen2-MoE's on-disk ones, under the block's `mlp.`): gate.weight (E, C),
+// experts.<e>.{gate_proj,up_proj}.weight (F_e, C), experts.<e>.down_proj.weight (C, F_e),
+// shared_expert.{gate,up,down}_proj.weight, shared_expert_gate.weight (1, C).
+//
+// The balancing losses (RouterLog) are taken over all MoE layers' tokens of one micro-batch
+// together, as transformers' load_balancing_loss_func takes them.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace gridtrain::moe {
+
+/// A llama's experts: how many, how routed, how wide, and in which layers (the [moe] keys).
+struct MoeShape {
+  std::int64_t experts = 0;            ///< E; 0: a dense model
+  std::int64_t top_k = 2;              ///< k
+  std::int64_t ffn_hidden = 0;         ///< F_e, each expert's SwiGLU width
+  std::int64_t shared_ffn_hidden = 0;  ///< F_s, the shared expert's; 0: none
+  bool norm_topk_prob = true;
+  double aux_loss_coeff = 0.0, z_loss_coeff = 0.0;
+  std::vector<std::int64_t> layers;  ///< the MoE layers' global indices, ascending
+  bool on(std::int64_t layer) const;
+  /// The parameter names of one MoE layer's MLP after "mlp.", in registration order.
+  std::vector<std::string> mlp_names() const;
+};
+
+/// A feed-forward network (N.., C) → (N.., C): a dense MLP, an expert, or a mixture of them.
+class FeedForward : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+/// Builds one SwiGLU expert of width F (unsplit by tensor parallelism).
+using MakeExpert = std::function<std::shared_ptr<FeedForward>(std::int64_t width)>;
+
+/// What the routers of one micro-batch's forward saw, layer after layer, for its balancing
+/// losses; cleared by the model before each micro-batch.
+class RouterLog {
+ public:
+  RouterLog() = default;
+  explicit RouterLog(const MoeShape& s) : experts_(s.experts), aux_coeff_(s.aux_loss_coeff), z_coeff_(s.z_loss_coeff) {}
+  void clear() { layers_.clear(); }
+  bool empty() const { return layers_.empty(); }
+  /// One MoE layer: its router logits and probabilities (N, E) fp32 and the chosen experts (N, k).
+  void add(const torch::Tensor& logits, const torch::Tensor& probs, const torch::Tensor& chosen);
+  /// Switch Transformer's load-balancing loss, E · Σ_e f_e · P_e, with f_e the top-k selections of
+  /// expert e per token and P_e its mean router probability, both over all logged layers' tokens
+  /// (transformers' load_balancing_loss_func): k at perfect balance (f_e = k/E, P_e = 1/E); E at
+  /// collapse, every token choosing the same k experts and giving them all its probability.
+  /// Scalar fp32; its gradient flows through P only.
+  torch::Tensor aux_loss() const;
+  /// ST-MoE's router z-loss (Zoph et al. 2022, eq. 5): the mean over all logged layers' tokens of
+  /// logsumexp(logits)². Scalar fp32.
+  torch::Tensor z_loss() const;
+  /// aux_loss_coeff · aux_loss + z_loss_coeff · z_loss: what a micro-batch's loss adds per token.
+  torch::Tensor loss() const;
+
+ private:
+  struct Layer {
+    torch::Tensor counts, prob_sum, z_sum;  // (E,) selections (no gradient), (E,) probabilities, ()
+    std::int64_t rows;
+  };
+  std::int64_t experts_ = 0;
+  double aux_coeff_ = 0.0, z_coeff_ = 0.0;
+  std::vector<Layer> layers_;
+};
+
+/// One MoE layer's MLP on x (..., C) → (..., C); logs its routing into `log` (which outlives it).
+class MoeMlp : public FeedForward {
+ public:
+  MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log);
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+ private:
+  std::int64_t top_k_;
+  bool norm_topk_prob_;
+  RouterLog* log_;
+  torch::nn::Linear gate_{nullptr}, shared_expert_gate_{nullptr};
+  std::vector<std::shared_ptr<FeedForward>> experts_;
+  std::shared_ptr<FeedForward> shared_expert_;  // null: none
+};
+
+}  // namespace gridtrain::moe

@@ -1,0 +1,155 @@
+// Mixture of experts (model/moe.hpp): the balancing losses against their formulas at perfect
+// balance and at collapse, the MoE MLP against a token-by-token evaluation of its definition,
+// the llama's plan against the module it builds, and the [moe] keys refused by name, all at once.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>  // after torch: its CHECK replaces c10's
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/model/llama.hpp"
+#include "gridtrain/model/moe.hpp"
+#include "gridtrain/model/registry.hpp"
+#include "gridtrain/util/error.hpp"
+
+using namespace gridtrain;
+
+namespace {
+
+moe::MoeShape shape(std::int64_t experts, std::int64_t k) {
+  moe::MoeShape s;
+  s.experts = experts, s.top_k = k, s.ffn_hidden = 8, s.aux_loss_coeff = 1.0;
+  return s;
+}
+
+std::string problems(const std::vector<std::string>& overrides) {
+  try {
+    parse_config("", "test", overrides);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("moe: the load-balancing loss is k at perfect balance and E at collapse; the z-loss is mean logsumexp^2",
+          "[moe]") {
+  for (const auto& [E, k] : {std::pair<std::int64_t, std::int64_t>{4, 1}, {8, 2}, {6, 3}}) {
+    CAPTURE(E, k);
+    const std::int64_t N = 4 * E;
+    {  // uniform probabilities, token n choosing experts n, n + 1, ... (mod E): every expert k/E of the time
+      moe::RouterLog log(shape(E, k));
+      const auto logits = torch::zeros({N, E});
+      const auto chosen = (torch::arange(N).unsqueeze(1) + torch::arange(k).unsqueeze(0)).remainder(E);
+      for (int layer = 0; layer < 2; ++layer) log.add(logits, logits.softmax(-1), chosen);
+      CHECK(log.aux_loss().item<double>() == Approx(static_cast<double>(k)).epsilon(1e-6));
+      CHECK(log.z_loss().item<double>() == Approx(std::pow(std::log(static_cast<double>(E)), 2)).epsilon(1e-6));
+    }
+    {  // every token gives all its probability to experts 0 .. k-1, and chooses them
+      moe::RouterLog log(shape(E, k));
+      auto probs = torch::zeros({N, E});
+      probs.slice(1, 0, k).fill_(1.0 / static_cast<double>(k));
+      const auto chosen = torch::arange(k).expand({N, k});
+      log.add(torch::randn({N, E}), probs, chosen);
+      CHECK(log.aux_loss().item<double>() == Approx(static_cast<double>(E)).epsilon(1e-6));
+    }
+  }
+  // Layers count together, as transformers concatenates them: one balanced layer and one
+  // collapsed layer (top-1 onto expert 0, E = 2) give f = (3/4, 1/4), P = (3/4, 1/4): 2 · 10/16.
+  moe::RouterLog log(shape(2, 1));
+  const auto uniform = torch::full({2, 2}, 0.5), onto0 = torch::tensor({1.0f, 0.0f}).expand({2, 2});
+  log.add(torch::zeros({2, 2}), uniform, torch::tensor({0L, 1L}).view({2, 1}));
+  log.add(torch::zeros({2, 2}), onto0, torch::zeros({2, 1}, torch::kLong));
+  CHECK(log.aux_loss().item<double>() == Approx(2.0 * (0.75 * 0.75 + 0.25 * 0.25)).epsilon(1e-6));
+}
+
+TEST_CASE("moe: the MoE MLP computes, token by token, the weighted sum of its chosen experts and the gated shared one",
+          "[moe]") {
+  torch::manual_seed(3);
+  const std::int64_t C = 16;
+  for (const bool norm : {true, false}) {
+    CAPTURE(norm);
+    auto s = shape(5, 2);
+    s.norm_topk_prob = norm, s.shared_ffn_hidden = 12, s.z_loss_coeff = 0.1;
+    moe::RouterLog log(s);
+    const auto expert = [C](std::int64_t width) { return std::make_shared<LlamaMlp>(C, width, TpRegion{}); };
+    moe::MoeMlp mlp(C, s, expert, &log);
+    const auto x = torch::randn({3, 7, C});
+    const auto y = mlp.forward(x);
+    REQUIRE(y.sizes() == x.sizes());
+    auto params = mlp.named_parameters();
+    auto gate = params["gate.weight"], shared_gate = params["shared_expert_gate.weight"];
+    auto expert_of = [&](const std::string& prefix, const torch::Tensor& row) {  // the SwiGLU by its definition
+      auto w = [&](const char* p) { return params[prefix + p + ".weight"]; };
+      return torch::matmul(torch::silu(torch::matmul(w("gate_proj"), row)) * torch::matmul(w("up_proj"), row), w("down_proj").t());
+    };
+    torch::NoGradGuard no_grad;
+    const auto rows = x.reshape({-1, C}), out = y.reshape({-1, C});
+    for (std::int64_t n = 0; n < rows.size(0); ++n) {
+      const auto row = rows[n];
+      const auto probs = torch::matmul(gate, row).softmax(0);
+      const auto [p, e] = probs.topk(2);
+      auto want = torch::zeros({C});
+      for (int j = 0; j < 2; ++j)
+        want += (norm ? p[j] / p.sum() : p[j]) * expert_of("experts." + std::to_string(e[j].item<long>()) + ".", row);
+      want += torch::sigmoid(torch::matmul(shared_gate, row)) * expert_of("shared_expert.", row);
+      CHECK(torch::allclose(out[n], want, 1e-5, 1e-6));
+    }
+  }
+}
+
+TEST_CASE("moe: every expert and the router get a gradient, the router from the balancing losses alone too", "[moe]") {
+  torch::manual_seed(5);
+  auto s = shape(8, 1);
+  moe::RouterLog log(s);
+  moe::MoeMlp mlp(8, s, [](std::int64_t width) { return std::make_shared<LlamaMlp>(8, width, TpRegion{}); }, &log);
+  const auto x = torch::randn({1, 2, 8});  // 2 tokens, top-1: at least 6 of the 8 experts get none
+  mlp.forward(x).sum().backward();
+  for (const auto& p : mlp.named_parameters()) {
+    CAPTURE(p.key());
+    CHECK(p.value().grad().defined());  // the reducer's hooks wait for every parameter's gradient
+  }
+  mlp.zero_grad();
+  log.clear();
+  (void)mlp.forward(x);
+  log.loss().backward();
+  CHECK(mlp.named_parameters()["gate.weight"].grad().abs().sum().item<double>() > 0.0);
+}
+
+TEST_CASE("moe: the plan counts what the module holds, and the FLOPs count the active parameters", "[moe]") {
+  // 3 layers, MoE in layers 1 (every:2): 4 experts of width 32, top-2, a shared expert of 48.
+  const Config c = parse_config("", "test", {"--model.type=llama", "--model.n_layer=3", "--model.n_head=4",
+                                             "--model.n_embd=64", "--model.block_size=32", "--model.multiple_of=32",
+                                             "--moe.experts=4", "--moe.layers=every:2", "--moe.ffn_hidden=32",
+                                             "--moe.shared_ffn_hidden=48"});
+  const DataShape data{100};
+  const auto model = make_model(c, data);
+  const auto plan = plan_model(c, data, {});
+  CHECK(plan->parameters() == count_parameters(*model));
+  const std::int64_t attention = 4 * 64 * 64 + 2 * 64, dense = 3 * 192 * 64;
+  const std::int64_t routed = 4 * 64, experts = 4 * 3 * 32 * 64, shared = 3 * 48 * 64 + 64;
+  CHECK(count_parameters(*model) == 3 * attention + 2 * dense + routed + experts + shared + 64 + 2 * 100 * 64);
+  const double active = 3.0 * attention + 2.0 * dense + routed + 2.0 * 3 * 32 * 64 + shared + 64 + 100 * 64;
+  CHECK(plan->flops_per_item() == Approx(6 * active + 12.0 * 3 * 64 * 32));
+}
+
+TEST_CASE("moe: keys that cannot run are refused by name, every problem at once", "[moe]") {
+  const auto msg = problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=4", "--moe.top_k=5",
+                             "--moe.layers=0,2", "--optim.type=onebit_adam", "--train.recompute=full"});
+  CHECK_THAT(msg, Catch::StartsWith("4 problem(s)"));
+  CHECK_THAT(msg, Catch::Contains("moe.top_k = 5 is more than moe.experts = 4"));
+  CHECK_THAT(msg, Catch::Contains("moe.layers names layer 2, but model.n_layer = 2"));
+  CHECK_THAT(msg, Catch::Contains("moe.experts = 4 with optim.type = onebit_adam"));
+  CHECK_THAT(msg, Catch::Contains("moe.experts = 4 with train.recompute = full"));
+  CHECK_THAT(problems({"--moe.experts=8"}), Catch::Contains("moe.experts = 8 makes a llama's MLPs mixtures of "
+                                                            "experts, but model.type = gpt"));
+  CHECK_THAT(problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=2", "--moe.layers=every:3"}),
+             Catch::Contains("moe.layers = every:3 leaves no MoE layer"));
+  CHECK_THAT(problems({"--moe.layers=every:0"}), Catch::Contains("moe.layers") && Catch::Contains("every:N"));
+  CHECK_THAT(problems({"--moe.layers=1,x"}), Catch::Contains("'x' is not a layer index"));
+  const Config c = parse_config("", "test", {"--model.type=llama", "--moe.experts=4", "--moe.layers=1,3"});
+  CHECK(parse_config(config_text(c), "echo", {}).moe.list == std::vector<int>({1, 3}));
+  const auto layout = model_layout_problems(c, 2, 1);
+  REQUIRE(layout.size() == 1);
+  CHECK_THAT(layout[0], Catch::Contains("moe.experts = 4 with grid.tp = 2"));
+}
