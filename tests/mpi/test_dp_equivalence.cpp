@@ -6,6 +6,7 @@
 
 #include "../support/corpus.hpp"
 #include "../support/mpi_util.hpp"
+#include "../support/training.hpp"
 #include "gridtrain/app/trainer.hpp"
 
 using namespace gridtrain;
@@ -24,21 +25,6 @@ Config small_config(const std::string& data) {
   c.optim.warmup_steps = 2;
   c.output.dir = test::temp_dir("dp-eq");
   return c;
-}
-
-// Relative L2 difference over all parameters, ||a - b|| / ||b||. Not per element or per tensor:
-// the key part of attn.c_attn.bias has an exactly-zero gradient in exact arithmetic (softmax is
-// shift invariant), so Adam turns its rounding noise into +-lr steps that differ between any two
-// summation orders.
-double rel_diff(Model& a, Model& b) {
-  double diff = 0, norm = 0;
-  auto pa = a.parameters(), pb = b.parameters();
-  REQUIRE(pa.size() == pb.size());
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    diff += (pa[i] - pb[i]).to(torch::kFloat64).square().sum().item<double>();
-    norm += pb[i].to(torch::kFloat64).square().sum().item<double>();
-  }
-  return std::sqrt(diff / norm);
 }
 
 std::vector<float> flat(Model& m) {
@@ -75,7 +61,7 @@ TEST_CASE("2 dp ranks x micro-batch B == 1 rank x micro-batch 2B", "[np2]") {
     CHECK(r2.grad_norms[s] == Approx(r1.grad_norms[s]).epsilon(1e-5));
   }
   CHECK(r2.losses.back() < r2.losses.front());
-  CHECK(rel_diff(dp2.model(), dp1.model()) <= 1e-5);
+  CHECK(test::rel_diff(dp2.model(), dp1.model()) <= 1e-5);
 
   // Bitwise-identical replicas: compare rank 1's weights with rank 0's.
   std::vector<float> other(w2.size());

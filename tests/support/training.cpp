@@ -143,6 +143,17 @@ Config resuming(Config c, const std::string& checkpoint_dir) {
   return c;
 }
 
+double rel_diff(Model& a, Model& b) {
+  double diff = 0, norm = 0;
+  auto pa = a.parameters(), pb = b.parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    diff += (pa[i] - pb[i]).to(torch::kFloat64).square().sum().item<double>();
+    norm += pb[i].to(torch::kFloat64).square().sum().item<double>();
+  }
+  return std::sqrt(diff / norm);
+}
+
 void check_resume(const std::string& checkpoint_dir, const std::function<Config(int steps)>& config, int stop,
                   int total) {
   Config whole = config(total);

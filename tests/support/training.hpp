@@ -59,6 +59,11 @@ inline double rel(const torch::Tensor& a, const torch::Tensor& b) {
   const auto d = b.to(torch::kDouble);
   return ((a.to(torch::kDouble) - d).norm() / d.norm().clamp_min(1e-30)).item<double>();
 }
+/// ‖a − b‖ / ‖b‖ over all parameters of two models of one layout. Not per element or per tensor:
+/// the key part of GPT's attn.c_attn.bias has an exactly-zero gradient in exact arithmetic
+/// (softmax is shift invariant), so Adam turns its rounding noise into ±lr steps that differ
+/// between any two summation orders.
+double rel_diff(Model& a, Model& b);
 /// The reshard tests' start: trains config(3, 3) (3 steps at ZeRO stage 3) into dir/ckpt and
 /// returns config(5, 0), stage 0 resuming from that step-3 file: whole tensors, the reference.
 Config save_at_stage3(const std::string& dir, const std::function<Config(int steps, int stage)>& config);
