@@ -23,9 +23,25 @@ namespace {
 
 using json = nlohmann::json;
 
-// The config.json of transformers' LlamaConfig / GPT2Config for cfg; the vocabulary and the
-// llama's SwiGLU width and key/value heads as the checkpoint's tensors have them (the deck may
-// leave them to the data, to the multiple_of rule and to n_kv_head = 0).
+// The transformers class of an MoE llama: Mixtral where it can be (every layer MoE, no shared
+// expert, the chosen probabilities renormalized), else Qwen2-MoE, which always has a shared
+// expert. Throws gridtrain::Error for a model neither computes.
+bool as_mixtral(const Config& cfg) {
+  const Config::Moe& e = cfg.moe;
+  const bool every_layer = e.list.empty() ? e.every == 1 : static_cast<int>(e.list.size()) == cfg.model.n_layer;
+  if (every_layer && e.shared_ffn_hidden == 0 && e.norm_topk_prob) return true;
+  if (e.shared_ffn_hidden == 0)
+    throw Error("moe.shared_ffn_hidden = 0 with " + std::string(every_layer ? "moe.norm_topk_prob = false" :
+                                                                          "dense layers (moe.layers)") +
+                ": no transformers class computes it (MixtralForCausalLM has MoE in every layer and renormalizes "
+                "the top-k; Qwen2MoeForCausalLM always has a shared expert); valid: a shared expert, or Mixtral's form");
+  return false;
+}
+
+// The config.json of transformers' LlamaConfig / GPT2Config / MixtralConfig / Qwen2MoeConfig for
+// cfg; the vocabulary and the llama's SwiGLU width and key/value heads as the checkpoint's
+// tensors have them (the deck may leave them to the data, to the multiple_of rule and to
+// n_kv_head = 0).
 json hf_config(const Config& cfg, CheckpointFile& file) {
   const auto& m = cfg.model;
   if (m.type == ModelType::Gpt) {
@@ -37,15 +53,40 @@ json hf_config(const Config& cfg, CheckpointFile& file) {
             {"scale_attn_weights", true}, {"tie_word_embeddings", true}, {"use_cache", true}, {"dtype", "float32"}};
   }
   const auto vocab = file.shape_of("/model/model.embed_tokens.weight")[0];
-  const auto ffn = file.shape_of("/model/model.layers.0.mlp.gate_proj.weight")[0];
   const auto kv = file.shape_of("/model/model.layers.0.self_attn.k_proj.weight")[0] / (m.n_embd / m.n_head);
-  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", vocab},
-          {"hidden_size", m.n_embd}, {"num_hidden_layers", m.n_layer}, {"num_attention_heads", m.n_head},
-          {"num_key_value_heads", kv}, {"intermediate_size", ffn}, {"head_dim", m.n_embd / m.n_head}, {"hidden_act", "silu"},
-          {"max_position_embeddings", m.block_size}, {"rms_norm_eps", m.norm_eps}, {"rope_theta", m.rope_theta},
-          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", m.rope_theta}}}, {"rope_scaling", nullptr},
-          {"attention_bias", false}, {"mlp_bias", false}, {"tie_word_embeddings", m.tie_embeddings},
-          {"initializer_range", 0.02}, {"pretraining_tp", 1}, {"use_cache", true}, {"dtype", "float32"}};
+  json config = {{"vocab_size", vocab}, {"hidden_size", m.n_embd}, {"num_hidden_layers", m.n_layer},
+                 {"num_attention_heads", m.n_head}, {"num_key_value_heads", kv}, {"head_dim", m.n_embd / m.n_head},
+                 {"hidden_act", "silu"}, {"max_position_embeddings", m.block_size}, {"rms_norm_eps", m.norm_eps},
+                 {"rope_theta", m.rope_theta}, {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", m.rope_theta}}},
+                 {"tie_word_embeddings", m.tie_embeddings}, {"initializer_range", 0.02}, {"use_cache", true},
+                 {"dtype", "float32"}};
+  const Config::Moe& e = cfg.moe;
+  if (!e.enabled()) {
+    config.update({{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+                   {"intermediate_size", file.shape_of("/model/model.layers.0.mlp.gate_proj.weight")[0]},
+                   {"rope_scaling", nullptr}, {"attention_bias", false}, {"mlp_bias", false}, {"pretraining_tp", 1}});
+    return config;
+  }
+  int moe_layer = 0;  // the first, whose experts give their width
+  while (!e.on(moe_layer)) ++moe_layer;
+  const auto expert_width = file.shape_of("/model/model.layers." + std::to_string(moe_layer) + ".mlp.experts.0.gate_proj.weight")[0];
+  config.update({{"num_experts_per_tok", e.top_k}, {"output_router_logits", false},
+                 {"router_aux_loss_coef", e.aux_loss_coeff}, {"sliding_window", nullptr}, {"attention_dropout", 0.0}});
+  if (as_mixtral(cfg)) {
+    config.update({{"architectures", {"MixtralForCausalLM"}}, {"model_type", "mixtral"}, {"num_local_experts", e.experts},
+                   {"intermediate_size", expert_width}, {"router_jitter_noise", 0.0}});
+    return config;
+  }
+  std::vector<int> dense;  // Qwen2-MoE's mlp_only_layers
+  for (int i = 0; i < m.n_layer; ++i)
+    if (!e.on(i)) dense.push_back(i);
+  const auto dense_width = dense.empty() ? expert_width
+                                         : file.shape_of("/model/model.layers." + std::to_string(dense[0]) + ".mlp.gate_proj.weight")[0];
+  config.update({{"architectures", {"Qwen2MoeForCausalLM"}}, {"model_type", "qwen2_moe"}, {"num_experts", e.experts},
+                 {"moe_intermediate_size", expert_width}, {"shared_expert_intermediate_size", e.shared_ffn_hidden},
+                 {"intermediate_size", dense_width}, {"norm_topk_prob", e.norm_topk_prob}, {"decoder_sparse_step", 1},
+                 {"mlp_only_layers", dense}, {"qkv_bias", false}, {"use_sliding_window", false}});
+  return config;
 }
 
 void write_json(const fs::path& path, const json& j) {
@@ -54,8 +95,8 @@ void write_json(const fs::path& path, const json& j) {
   if (!out) throw Error(path.string() + ": cannot write the file");
 }
 
-// The tensors under transformers' names and layouts, in the checkpoint's order.
-std::vector<SafeTensorOut> hf_tensors(CheckpointFile& file, ModelType type) {
+// The tensors under transformers' names and layouts (a Mixtral's on-disk names), in the checkpoint's order.
+std::vector<SafeTensorOut> hf_tensors(CheckpointFile& file, ModelType type, bool mixtral) {
   std::vector<SafeTensorOut> out;
   for (const auto& dataset : file.datasets()) {
     if (!dataset.starts_with("/model/")) continue;
@@ -66,7 +107,7 @@ std::vector<SafeTensorOut> hf_tensors(CheckpointFile& file, ModelType type) {
     t.data.resize(n);
     file.read(dataset, DType::F32, shape, Slab::all(shape), t.data.data(), false);
     if (hf::transposed(type, t.name)) t = hf::transpose(std::move(t));
-    out.push_back({hf::to_hf(type, t.name), std::move(t.shape), std::move(t.data)});
+    out.push_back({mixtral ? hf::to_mixtral(t.name) : hf::to_hf(type, t.name), std::move(t.shape), std::move(t.data)});
   }
   return out;
 }
@@ -148,9 +189,10 @@ std::string export_hf(const HfExportOptions& o) {
     if (type != ModelType::Gpt && type != ModelType::Llama)
       throw Error(std::string("model.type = ") + name_of(type) + " has no transformers counterpart; valid: gpt, llama");
     const auto tokenizer = tokenizer_files(file, cfg);
+    const bool mixtral = cfg.moe.enabled() && as_mixtral(cfg);  // before anything is written: it may refuse
     fs::create_directories(o.output);
     const fs::path dir(o.output);
-    auto tensors = hf_tensors(file, type);
+    auto tensors = hf_tensors(file, type, mixtral);
     const std::size_t count = tensors.size();
     const std::string weights = write_weights(dir, std::move(tensors), o.max_shard_mb * 1e6);
     json config = hf_config(cfg, file);

@@ -8,6 +8,16 @@ using lm::ends_with;
 
 std::string to_hf(ModelType t, const std::string& name) { return t == ModelType::Gpt ? "transformer." + name : name; }
 
+std::string to_mixtral(const std::string& name) {
+  const auto mlp = name.find(".mlp.");
+  const bool moe = mlp != std::string::npos && (name.find(".mlp.gate.", mlp) == mlp || name.find(".mlp.experts.", mlp) == mlp);
+  if (!moe) return name;
+  std::string out = name.substr(0, mlp) + ".block_sparse_moe." + name.substr(mlp + 5);
+  for (const auto& [ours, theirs] : {std::pair{".gate_proj.", ".w1."}, {".up_proj.", ".w3."}, {".down_proj.", ".w2."}})
+    if (const auto at = out.find(ours); at != std::string::npos) return out.replace(at, std::string(ours).size(), theirs);
+  return out;  // the router, block_sparse_moe.gate.weight
+}
+
 std::optional<std::string> from_hf(ModelType t, const std::string& name) {
   if (t != ModelType::Gpt) return name;
   if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || name == "lm_head.weight")

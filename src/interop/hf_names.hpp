@@ -20,6 +20,10 @@ struct WholeTensor {
 /// transformers' name of gridtrain parameter `name` of a model of type t: the llama's are the
 /// same; the gpt's get GPT-2's prefix "transformer.".
 std::string to_hf(ModelType t, const std::string& name);
+/// Mixtral's on-disk name of a gridtrain llama's MoE parameter (other names unchanged): the MoE
+/// layer's `mlp.` is `block_sparse_moe.`, an expert's gate_proj, up_proj, down_proj are w1, w3, w2
+/// (transformers' conversion_mapping turns them into its fused experts on load).
+std::string to_mixtral(const std::string& name);
 /// gridtrain's name of transformers tensor `name`, or nullopt for a tensor gridtrain does not
 /// hold (GPT-2's causal-mask buffers attn.bias and attn.masked_bias; a tied lm_head.weight).
 /// Unknown names come back unchanged (the caller's shape check refuses them).

@@ -71,7 +71,7 @@ class Env:
         path = os.path.join(self.work, "ids.bin")
         ids.numpy().astype("<i8").tofile(path)
         out = os.path.join(self.work, "logits.bin")
-        run([self.lm_logits, ckpt, path, ids.shape[0], ids.shape[1], out])
+        self.last_logits_run = run([self.lm_logits, ckpt, path, ids.shape[0], ids.shape[1], out]).stdout
         return torch.from_numpy(np.fromfile(out, dtype="<f4")).view(ids.shape[0], ids.shape[1], -1)
 
 
@@ -191,6 +191,55 @@ def case_generate(env, family):
         print(f"gridtrain, KV cache {cache:5}: {bytes(ours)!r}")
         if ours != theirs:
             sys.exit("FAILED: greedy tokens differ")
+
+
+# Mixtures of experts as transformers' two classes: Mixtral (every layer MoE, renormalized top-k)
+# and Qwen2-MoE (a shared expert, the softmax probabilities as chosen, a dense layer 0).
+MOE = {
+    "mixtral": ["--moe.experts=4", "--moe.top_k=2", "--moe.ffn_hidden=24"],
+    "qwen2_moe": ["--moe.experts=4", "--moe.top_k=2", "--moe.ffn_hidden=24", "--moe.shared_ffn_hidden=40",
+                  "--moe.norm_topk_prob=false", "--moe.layers=1"],
+}
+
+
+def case_moe(env, flavor):
+    """Export of an MoE llama trained at dp 2 under ZeRO 3: transformers' own class loads its per-expert
+    tensors; the logits, the load-balancing loss (transformers' aux_loss with output_router_logits),
+    the router z-loss and greedy generation agree with gridtrain's."""
+    keys = [k for k in FAMILIES["llama"] if not k.startswith("--model.block_size")] + ["--model.block_size=64"]
+    keys += MOE[flavor] + ["--optim.zero_stage=3", "--moe.z_loss_coeff=1e-3", "--optim.lr=1e-2"]
+    ckpt = env.train(f"moe-{flavor}", keys, dp=2, steps=30)
+    hf_dir = os.path.join(env.work, f"hf-moe-{flavor}")
+    run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir])
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    want_class = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}[flavor]
+    if type(model).__name__ != want_class:
+        sys.exit(f"FAILED: transformers loaded {type(model).__name__}, not {want_class}")
+    ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = model(ids, output_router_logits=True)
+    check_close(f"export {flavor}: logits", env.logits(ckpt, ids), out.logits)
+    fields = env.last_logits_run.split()
+    ours = {"aux": float(fields[fields.index("aux_loss") + 1]), "z": float(fields[fields.index("z_loss") + 1])}
+    router_logits = torch.cat([r.reshape(-1, r.shape[-1]).float() for r in out.router_logits])
+    theirs = {"aux": float(out.aux_loss), "z": float(torch.logsumexp(router_logits, -1).square().mean())}
+    for name in ("aux", "z"):
+        err = abs(ours[name] - theirs[name]) / abs(theirs[name])
+        print(f"{name} loss: gridtrain {ours[name]:.7f}, transformers {theirs[name]:.7f}, relative difference {err:.1e}")
+        if not err <= TOL:
+            sys.exit(f"FAILED: the {name} losses differ")
+    prompt = b"And God said"
+    theirs = model.generate(torch.tensor([list(prompt)]), max_new_tokens=24, do_sample=False, pad_token_id=0)
+    theirs = theirs[0, len(prompt):].tolist()
+    p = subprocess.run([env.gridtrain, "generate", ckpt, "--prompt", prompt.decode(), "--temperature", "0",
+                        "--max-new-tokens", "24"], capture_output=True)  # bytes: the model is byte-level
+    if p.returncode != 0:
+        sys.exit(f"FAILED: gridtrain generate\n{p.stderr.decode(errors='replace')}")
+    ours = list(p.stdout[len(prompt):len(prompt) + 24])
+    print(f"greedy, transformers: {bytes(theirs)!r}\ngreedy, gridtrain:    {bytes(ours)!r}")
+    if ours != theirs:
+        sys.exit("FAILED: greedy tokens differ")
 
 
 # Text for the tokenizer checks: KJV sentences, then what tokenizers get wrong most often.
@@ -438,7 +487,7 @@ def main():
     env = Env(*args[:5])
     rest = args[5:]
     {"export": case_export, "import": case_import, "generate": case_generate, "tokenizer": case_tokenizer,
-     "bad": case_bad, "tied": case_tied}[case](env, *rest)
+     "bad": case_bad, "tied": case_tied, "moe": case_moe}[case](env, *rest)
     print("OK")
 
 

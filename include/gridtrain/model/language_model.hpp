@@ -222,6 +222,8 @@ class LanguageModel : public Model {
   /// Each tensor drawn whole (global shape) from its own generator seeded by splitmix64(seed,
   /// fnv1a(name)) and filled by the family's fill(), then this rank's shard taken.
   void initialize(std::uint64_t seed) final;
+  /// The routing of the last forward's MoE layers (empty for a dense model), for its balancing losses.
+  const moe::RouterLog& routers() const { return routers_; }
 
  protected:
   /// first_block_unit: ZeRO stage 3 units before the blocks (the embeddings').
