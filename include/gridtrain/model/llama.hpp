@@ -8,7 +8,9 @@
 // Parameter names are transformers' own, so that export and import map names one to one:
 // model.embed_tokens.weight, model.layers.<i>.{input_layernorm,post_attention_layernorm}.weight,
 // model.layers.<i>.self_attn.{q,k,v,o}_proj.weight, model.layers.<i>.mlp.{gate,up,down}_proj.weight,
-// model.norm.weight, lm_head.weight (untied only); <i> is the global layer index.
+// model.norm.weight, lm_head.weight (untied only); <i> is the global layer index. An MoE layer
+// (moe.layers) has a moe::MoeMlp instead: model.layers.<i>.mlp.gate.weight and
+// mlp.experts.<e>.{gate,up,down}_proj.weight, Qwen2-MoE's names (model/moe.hpp), whole on every rank.
 //
 // Tensor parallel (Megatron-LM): q/k/v and gate/up are column-parallel (rank r holds query heads
 // [r·H/tp, (r+1)·H/tp) and their key/value heads [r·Hkv/tp, (r+1)·Hkv/tp), and F/tp of the MLP
