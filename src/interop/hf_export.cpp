@@ -41,8 +41,8 @@ bool as_mixtral(const Config& cfg) {
 // The config.json of transformers' LlamaConfig / GPT2Config / MixtralConfig / Qwen2MoeConfig for
 // cfg; the vocabulary and the llama's SwiGLU width and key/value heads as the checkpoint's
 // tensors have them (the deck may leave them to the data, to the multiple_of rule and to
-// n_kv_head = 0).
-json hf_config(const Config& cfg, CheckpointFile& file) {
+// n_kv_head = 0). mixtral: as_mixtral(cfg) for a mixture of experts.
+json hf_config(const Config& cfg, CheckpointFile& file, bool mixtral) {
   const auto& m = cfg.model;
   if (m.type == ModelType::Gpt) {
     const auto vocab = file.shape_of("/model/wte.weight")[0];
@@ -72,7 +72,7 @@ json hf_config(const Config& cfg, CheckpointFile& file) {
   const auto expert_width = file.shape_of("/model/model.layers." + std::to_string(moe_layer) + ".mlp.experts.0.gate_proj.weight")[0];
   config.update({{"num_experts_per_tok", e.top_k}, {"output_router_logits", false},
                  {"router_aux_loss_coef", e.aux_loss_coeff}, {"sliding_window", nullptr}, {"attention_dropout", 0.0}});
-  if (as_mixtral(cfg)) {
+  if (mixtral) {
     config.update({{"architectures", {"MixtralForCausalLM"}}, {"model_type", "mixtral"}, {"num_local_experts", e.experts},
                    {"intermediate_size", expert_width}, {"router_jitter_noise", 0.0}});
     return config;
@@ -195,7 +195,7 @@ std::string export_hf(const HfExportOptions& o) {
     auto tensors = hf_tensors(file, type, mixtral);
     const std::size_t count = tensors.size();
     const std::string weights = write_weights(dir, std::move(tensors), o.max_shard_mb * 1e6);
-    json config = hf_config(cfg, file);
+    json config = hf_config(cfg, file, mixtral);
     config["bos_token_id"] = tokenizer.bos_id;
     config["eos_token_id"] = tokenizer.eos_id;
     write_json(dir / "config.json", config);

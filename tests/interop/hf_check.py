@@ -168,6 +168,15 @@ def case_import(env, family):
         sys.exit("FAILED: fine-tuning the imported model did not lower the loss")
 
 
+def gridtrain_greedy(env, ckpt, prompt, n, *keys):
+    """The n token ids `gridtrain generate --temperature 0` continues the byte-level prompt with."""
+    p = subprocess.run([env.gridtrain, "generate", ckpt, "--prompt", prompt.decode(), "--temperature", "0",
+                        "--max-new-tokens", str(n), *keys], capture_output=True)  # bytes: the model is byte-level
+    if p.returncode != 0:
+        sys.exit(f"FAILED: gridtrain generate\n{p.stderr.decode(errors='replace')}")
+    return list(p.stdout[len(prompt):len(prompt) + n])
+
+
 def case_generate(env, family):
     # A context that holds the prompt and the new tokens: GPT-2's learned positions end at n_positions.
     keys = [k for k in FAMILIES[family] if not k.startswith("--model.block_size")] + ["--model.block_size=64"]
@@ -183,11 +192,7 @@ def case_generate(env, family):
     theirs = out[0, len(prompt):].tolist()
     print(f"transformers:            {bytes(theirs)!r}")
     for cache in ("true", "false"):
-        p = subprocess.run([env.gridtrain, "generate", ckpt, "--prompt", prompt.decode(), "--temperature", "0",
-                            "--max-new-tokens", "32", "--kv-cache", cache], capture_output=True)
-        if p.returncode != 0:
-            sys.exit(f"FAILED: gridtrain generate\n{p.stderr.decode(errors='replace')}")
-        ours = list(p.stdout[len(prompt):len(prompt) + 32])
+        ours = gridtrain_greedy(env, ckpt, prompt, 32, "--kv-cache", cache)
         print(f"gridtrain, KV cache {cache:5}: {bytes(ours)!r}")
         if ours != theirs:
             sys.exit("FAILED: greedy tokens differ")
@@ -232,11 +237,7 @@ def case_moe(env, flavor):
     prompt = b"And God said"
     theirs = model.generate(torch.tensor([list(prompt)]), max_new_tokens=24, do_sample=False, pad_token_id=0)
     theirs = theirs[0, len(prompt):].tolist()
-    p = subprocess.run([env.gridtrain, "generate", ckpt, "--prompt", prompt.decode(), "--temperature", "0",
-                        "--max-new-tokens", "24"], capture_output=True)  # bytes: the model is byte-level
-    if p.returncode != 0:
-        sys.exit(f"FAILED: gridtrain generate\n{p.stderr.decode(errors='replace')}")
-    ours = list(p.stdout[len(prompt):len(prompt) + 24])
+    ours = gridtrain_greedy(env, ckpt, prompt, 24)
     print(f"greedy, transformers: {bytes(theirs)!r}\ngreedy, gridtrain:    {bytes(ours)!r}")
     if ours != theirs:
         sys.exit("FAILED: greedy tokens differ")

@@ -5,7 +5,7 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/model/registry.hpp"
-#include "gridtrain/util/error.hpp"
+#include "../support/config_problems.hpp"
 
 using namespace gridtrain;
 
@@ -16,15 +16,6 @@ Config llama(const std::vector<std::string>& overrides = {}) {
                                    "--model.n_embd=64", "--model.block_size=32", "--model.multiple_of=32"};
   args.insert(args.end(), overrides.begin(), overrides.end());
   return parse_config("", "test", args);
-}
-
-std::string problems(const std::vector<std::string>& overrides) {
-  try {
-    parse_config("", "test", overrides);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -49,11 +40,11 @@ TEST_CASE("llama: the plan counts what the module holds, and the FLOPs are 6N + 
 }
 
 TEST_CASE("llama: keys and layouts it cannot compute are refused by name", "[llama]") {
-  CHECK_THAT(problems({"--model.type=llama", "--model.n_head=4", "--model.n_kv_head=3"}),
+  CHECK_THAT(test::config_problems({"--model.type=llama", "--model.n_head=4", "--model.n_kv_head=3"}),
              Catch::Contains("model.n_kv_head = 3 does not divide model.n_head = 4"));
-  CHECK_THAT(problems({"--model.type=llama", "--model.n_head=4", "--model.n_embd=12"}),
+  CHECK_THAT(test::config_problems({"--model.type=llama", "--model.n_head=4", "--model.n_embd=12"}),
              Catch::Contains("model.n_embd / model.n_head = 3 is odd"));
-  CHECK_THAT(problems({"--model.n_kv_head=2"}), Catch::Contains("model.n_kv_head = 2 is a llama key"));
+  CHECK_THAT(test::config_problems({"--model.n_kv_head=2"}), Catch::Contains("model.n_kv_head = 2 is a llama key"));
   const auto layout = model_layout_problems(llama(), 4, 1);
   REQUIRE(layout.size() == 1);
   CHECK_THAT(layout[0], Catch::Contains("model.n_kv_head = 2 is not divisible by grid.tp = 4"));

@@ -9,7 +9,7 @@
 #include "gridtrain/model/llama.hpp"
 #include "gridtrain/model/moe.hpp"
 #include "gridtrain/model/registry.hpp"
-#include "gridtrain/util/error.hpp"
+#include "../support/config_problems.hpp"
 
 using namespace gridtrain;
 
@@ -19,15 +19,6 @@ moe::MoeShape shape(std::int64_t experts, std::int64_t k) {
   moe::MoeShape s;
   s.experts = experts, s.top_k = k, s.ffn_hidden = 8, s.aux_loss_coeff = 1.0;
   return s;
-}
-
-std::string problems(const std::vector<std::string>& overrides) {
-  try {
-    parse_config("", "test", overrides);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -134,19 +125,19 @@ TEST_CASE("moe: the plan counts what the module holds, and the FLOPs count the a
 }
 
 TEST_CASE("moe: keys that cannot run are refused by name, every problem at once", "[moe]") {
-  const auto msg = problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=4", "--moe.top_k=5",
+  const auto msg = test::config_problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=4", "--moe.top_k=5",
                              "--moe.layers=0,2", "--optim.type=onebit_adam", "--train.recompute=full"});
   CHECK_THAT(msg, Catch::StartsWith("4 problem(s)"));
   CHECK_THAT(msg, Catch::Contains("moe.top_k = 5 is more than moe.experts = 4"));
   CHECK_THAT(msg, Catch::Contains("moe.layers names layer 2, but model.n_layer = 2"));
   CHECK_THAT(msg, Catch::Contains("moe.experts = 4 with optim.type = onebit_adam"));
   CHECK_THAT(msg, Catch::Contains("moe.experts = 4 with train.recompute = full"));
-  CHECK_THAT(problems({"--moe.experts=8"}), Catch::Contains("moe.experts = 8 makes a llama's MLPs mixtures of "
+  CHECK_THAT(test::config_problems({"--moe.experts=8"}), Catch::Contains("moe.experts = 8 makes a llama's MLPs mixtures of "
                                                             "experts, but model.type = gpt"));
-  CHECK_THAT(problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=2", "--moe.layers=every:3"}),
+  CHECK_THAT(test::config_problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=2", "--moe.layers=every:3"}),
              Catch::Contains("moe.layers = every:3 leaves no MoE layer"));
-  CHECK_THAT(problems({"--moe.layers=every:0"}), Catch::Contains("moe.layers") && Catch::Contains("every:N"));
-  CHECK_THAT(problems({"--moe.layers=1,x"}), Catch::Contains("'x' is not a layer index"));
+  CHECK_THAT(test::config_problems({"--moe.layers=every:0"}), Catch::Contains("moe.layers") && Catch::Contains("every:N"));
+  CHECK_THAT(test::config_problems({"--moe.layers=1,x"}), Catch::Contains("'x' is not a layer index"));
   const Config c = parse_config("", "test", {"--model.type=llama", "--moe.experts=4", "--moe.layers=1,3"});
   CHECK(parse_config(config_text(c), "echo", {}).moe.list == std::vector<int>({1, 3}));
   const auto layout = model_layout_problems(c, 2, 1);
