@@ -71,10 +71,15 @@ void Trainer::build_model() {
     for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
     model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
   }
-  // One parameter group: every parameter's gradient averages over dp.
-  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, std::vector<ParameterGroup>{{"dense", &grid_->dp()}},
-                                            [](const std::string&) { return std::size_t{0}; }, grid_->dp(),
-                                            grid_->tp().rank(), initial);
+  // Gradients average over dp, the experts' (with grid.ep > 1: each rank holds its own) over expert dp.
+  std::vector<ParameterGroup> groups = {{"dense", &grid_->dp()}};
+  if (grid_->shape().ep > 1) groups.push_back({"expert", &grid_->expert_dp()});
+  const Model& model = *model_;
+  const bool split = groups.size() > 1;
+  const auto group_of = [&model, split](const std::string& name) {
+    return split && model.shard(name).expert ? std::size_t{1} : std::size_t{0};
+  };
+  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, groups, group_of, grid_->dp(), grid_->tp().rank(), initial);
   const std::vector<NamedParameter>& pieces = stack_->pieces();
   // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
   // nothing is gathered.

@@ -205,11 +205,12 @@ void Checkpointer::Impl::ignore_state(const std::string& group, std::string note
 }
 
 // A rank writes what it alone holds of its replica: ZeRO pieces, rows of a tensor split along dp,
-// else one dp rank writes for all; over tp, ShardSpec::counted_on.
+// else one rank of the tensor's replicas writes for all (dp; an expert's, expert dp); over tp,
+// ShardSpec::counted_on.
 bool Checkpointer::Impl::writes(const Entry& e) const {
   const bool split_over_dp = e.spec.dim >= 0 && e.spec.axis == AxisId::Dp;
-  return e.local.defined() && (e.piece() || split_over_dp || grid_.represents({AxisId::Dp})) &&
-         e.spec.counted_on(grid_.tp().rank());
+  const bool represents = e.spec.expert ? grid_.expert_dp().rank() == 0 : grid_.represents({AxisId::Dp});
+  return e.local.defined() && (e.piece() || split_over_dp || represents) && e.spec.counted_on(grid_.tp().rank());
 }
 
 Selection Checkpointer::Impl::selection_of(const Entry& e) const {

@@ -9,6 +9,7 @@
 #include <climits>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <cstdio>
 #include <thread>
 #include <utility>
@@ -55,7 +56,7 @@ std::size_t bytes_of(Element e) { return e == Element::F32 ? 4 : 2; }
 
 Work::Work(Work&& o) noexcept
     : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), pending_(std::move(o.pending_)), what_(std::move(o.what_)),
-      timeout_s_(o.timeout_s_), waited_s_(o.waited_s_) {}
+      timeout_s_(o.timeout_s_), waited_s_(o.waited_s_), held_(std::move(o.held_)) {}
 
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
@@ -191,6 +192,40 @@ Work Axis::all_to_all(const void* in, void* out, std::size_t bytes, const std::s
   }, [&](DeviceComm& d) { return d.all_to_all(in, out, bytes); });
 }
 
+Work Axis::all_to_all_v(const void* in, const std::vector<std::int64_t>& send_rows, void* out,
+                        const std::vector<std::int64_t>& recv_rows, std::size_t row_bytes, const std::string& label) {
+  const auto us = static_cast<std::size_t>(size_);
+  if (send_rows.size() != us || recv_rows.size() != us)
+    throw std::invalid_argument("axis " + name_ + ": all_to_all_v takes " + std::to_string(us) + " counts each way, got " +
+                                std::to_string(send_rows.size()) + " and " + std::to_string(recv_rows.size()));
+  for (std::size_t r = 0; r < us; ++r)
+    if (static_cast<int>(r) != rank_) bytes_ += static_cast<std::uint64_t>(send_rows[r]) * row_bytes;
+  // Counts, then displacements, for each direction: MPI reads them until the operation completes.
+  auto arrays = std::make_shared<std::vector<int>>(4 * us);
+  int* send_count = arrays->data();
+  int* send_at = send_count + us;
+  int* recv_count = send_at + us;
+  int* recv_at = recv_count + us;
+  std::int64_t sent = 0, received = 0;
+  for (std::size_t r = 0; r < us; ++r) {
+    const std::string what = "axis " + name_ + ": all-to-all-v (" + label + ")";
+    send_count[r] = checked_count(static_cast<std::size_t>(send_rows[r]), what);
+    send_at[r] = checked_count(static_cast<std::size_t>(sent), what);
+    recv_count[r] = checked_count(static_cast<std::size_t>(recv_rows[r]), what);
+    recv_at[r] = checked_count(static_cast<std::size_t>(received), what);
+    sent += send_rows[r], received += recv_rows[r];
+  }
+  Work w = issue("all-to-all-v", label, [&](const std::string&, MPI_Request* req) {
+    MPI_Datatype row;  // freed at once: MPI keeps it for the pending operation
+    MPI_Type_contiguous(checked_count(row_bytes, "axis " + name_ + ": all-to-all-v row"), MPI_BYTE, &row);
+    MPI_Type_commit(&row);
+    MPI_Ialltoallv(in, send_count, send_at, row, out, recv_count, recv_at, row, comm_, req);
+    MPI_Type_free(&row);
+  }, [&](DeviceComm& d) { return d.all_to_all_v(in, send_rows, out, recv_rows, row_bytes); });
+  w.hold(std::move(arrays));
+  return w;
+}
+
 Work Axis::send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label) {
   bytes_ += bytes;
   return issue("send", label + (label.empty() ? "" : ", ") + "to " + std::to_string(peer),
@@ -227,6 +262,12 @@ void Axis::blocking_allreduce(double* data, int n, MPI_Op op, const char* name, 
 
 void Axis::finish_blocking(MPI_Request req, const char* op, const std::string& label) {
   Work(req, describe(op, label), timeout_s_, &wait_s_).wait();
+}
+
+void Axis::blocking_all_to_all(const std::int64_t* in, std::int64_t* out, int n, const std::string& label) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ialltoall(in, n, MPI_INT64_T, out, n, MPI_INT64_T, comm_, &req);
+  finish_blocking(req, "all-to-all", label);
 }
 
 std::vector<std::string> Axis::blocking_gather_text(const std::string& mine, const std::string& label) {

@@ -103,6 +103,20 @@ class NcclComm : public DeviceComm {
       return ncclGroupEnd();
     });
   }
+  Op all_to_all_v(const void* in, const std::vector<std::int64_t>& send_rows, void* out,
+                  const std::vector<std::int64_t>& recv_rows, std::size_t row_bytes) override {
+    return run(kCollective, [&](const Lane& l) {
+      std::size_t sent = 0, received = 0;
+      ncclGroupStart();
+      for (int r = 0; r < size_; ++r) {
+        const auto s = static_cast<std::size_t>(send_rows[r]) * row_bytes, g = static_cast<std::size_t>(recv_rows[r]) * row_bytes;
+        ncclSend(static_cast<const char*>(in) + sent, s, ncclUint8, r, l.comm, l.stream);
+        ncclRecv(static_cast<char*>(out) + received, g, ncclUint8, r, l.comm, l.stream);
+        sent += s, received += g;
+      }
+      return ncclGroupEnd();
+    });
+  }
   Op send(const void* data, std::size_t bytes, int peer) override {
     return run(peer > rank_ ? kUp : kDown, [&](const Lane& l) { return ncclSend(data, bytes, ncclUint8, peer, l.comm, l.stream); });
   }

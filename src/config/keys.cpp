@@ -105,6 +105,10 @@ std::vector<Key> grid_keys() {
       dp_key(),
       int_key<int>("grid.tp", GT_REF(grid.tp), "tensor-parallel size (Megatron-style)", 1),
       int_key<int>("grid.pp", GT_REF(grid.pp), "pipeline-parallel size (stages)", 1),
+      int_key<int>("grid.ep", GT_REF(grid.ep),
+                   "expert-parallel size (MoE, G22): each MoE layer's moe.experts are split over grid.ep "
+                   "consecutive dp ranks, and tokens reach their experts by all-to-all; the experts' gradients "
+                   "average over the dp / ep ranks that hold the same ones. Divides grid.dp and moe.experts", 1),
       stage_layers_key(),
       int_key<int>("grid.virtual_stages", GT_REF(grid.virtual_stages),
                    "model chunks per pipeline rank for train.schedule = interleaved (Narayanan et al. 2021, "

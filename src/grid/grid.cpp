@@ -6,7 +6,7 @@
 
 namespace gridtrain {
 
-GridShape resolve_shape(int dp, int tp, int pp, int world_size) {
+GridShape resolve_shape(int dp, int tp, int pp, int world_size, int ep) {
   const std::string given = "grid.dp = " + (dp == 0 ? std::string("auto") : std::to_string(dp)) +
                             ", grid.tp = " + std::to_string(tp) + ", grid.pp = " + std::to_string(pp);
   // In 64 bits: sizes up to INT_MAX each multiply without wrapping.
@@ -22,7 +22,17 @@ GridShape resolve_shape(int dp, int tp, int pp, int world_size) {
     throw Error("process grid: " + given + " needs dp * tp * pp = " + std::to_string(size) +
                 " MPI ranks, but the job has " + std::to_string(world_size) +
                 "; launch with mpirun -np " + std::to_string(size) + " or set grid.dp = auto");
-  return {dp, tp, pp};
+  return {dp, tp, pp, ep};
+}
+
+int GridShape::operator[](AxisId a) const {
+  switch (a) {
+    case AxisId::Dp: return dp;
+    case AxisId::Tp: return tp;
+    case AxisId::Pp: return pp;
+    case AxisId::Ep: return ep;
+  }
+  return 1;
 }
 
 std::string GridShape::csv() const {
@@ -35,20 +45,26 @@ std::string GridShape::csv() const {
 }
 
 Grid::Grid(MPI_Comm world, GridShape shape, double timeout_s) : shape_(shape), timeout_s_(timeout_s) {
-  int dims[kAxisCount], periods[kAxisCount] = {};
-  for (const AxisInfo& a : kAxes) dims[a.cart_dim] = shape[a.id];
-  MPI_Cart_create(world, static_cast<int>(kAxisCount), dims, periods, /*reorder=*/0, &cart_);
+  int dims[kCartDims], periods[kCartDims] = {};
+  for (const AxisInfo& a : kAxes)
+    if (a.cart_dim >= 0) dims[a.cart_dim] = shape[a.id];
+  MPI_Cart_create(world, kCartDims, dims, periods, /*reorder=*/0, &cart_);
   MPI_Comm_rank(cart_, &rank_);
-  MPI_Cart_coords(cart_, rank_, static_cast<int>(kAxisCount), coords_.data());
-  for (const AxisInfo& a : kAxes) axes_[index_of(a.id)] = group({a.id}, a.name);
+  MPI_Cart_coords(cart_, rank_, kCartDims, coords_.data());
+  for (const AxisInfo& a : kAxes)
+    if (a.cart_dim >= 0) axes_[index_of(a.id)] = group({a.id}, a.name);
+  // ep: blocks of ep consecutive dp ranks (the same node first, as tp); expert dp: a stride ep apart.
+  const int d = dp().rank();
+  axes_[index_of(AxisId::Ep)] = dp().split(d / shape.ep, d % shape.ep, "ep");
+  expert_dp_ = dp().split(d % shape.ep, d / shape.ep, "expert dp");
   MPI_Comm all;
   MPI_Comm_dup(cart_, &all);
   world_ = std::make_unique<Axis>("world", all, timeout_s);
 }
 
 std::unique_ptr<Axis> Grid::group(std::initializer_list<AxisId> axes, std::string name) const {
-  int remain[kAxisCount] = {};
-  for (const AxisId a : axes) remain[kAxes[index_of(a)].cart_dim] = 1;
+  int remain[kCartDims] = {};
+  for (const AxisId a : axes) remain[kAxes[index_of(a)].cart_dim] = 1;  // Cartesian axes only
   MPI_Comm c;
   MPI_Cart_sub(cart_, remain, &c);
   return std::make_unique<Axis>(std::move(name), c, timeout_s_);
@@ -62,6 +78,7 @@ bool Grid::represents(std::initializer_list<AxisId> axes) const {
 
 Grid::~Grid() {
   for (auto& a : axes_) a.reset();
+  expert_dp_.reset();
   world_.reset();
   if (cart_ != MPI_COMM_NULL) MPI_Comm_free(&cart_);
 }
@@ -69,13 +86,17 @@ Grid::~Grid() {
 void Grid::use_nccl() {
   // world_ carries only host scalars (MPI), so it needs no NCCL communicator.
   for (auto& a : axes_) a->attach(make_nccl_comm(a->comm(), a->name()));
+  expert_dp_->attach(make_nccl_comm(expert_dp_->comm(), expert_dp_->name()));
 }
 
 std::string Grid::describe() const {
   std::string axes;
-  for (const AxisInfo& a : kAxes) axes += std::to_string(shape_[a.id]) + " (" + a.name + ") x ";
-  return "Process grid: " + axes.substr(0, axes.size() - 3) + " = " + std::to_string(shape_.size()) + " MPI ranks, " +
-         axes_[0]->backend() + " backend";
+  for (const AxisInfo& a : kAxes)
+    if (a.cart_dim >= 0) axes += std::to_string(shape_[a.id]) + " (" + a.name + ") x ";
+  const std::string experts = shape_.ep == 1 ? "" : ", experts over " + std::to_string(shape_.ep) + " (ep) x " +
+                                                        std::to_string(expert_dp_->size()) + " (expert dp) inside dp";
+  return "Process grid: " + axes.substr(0, axes.size() - 3) + " = " + std::to_string(shape_.size()) + " MPI ranks" +
+         experts + ", " + axes_[0]->backend() + " backend";
 }
 
 int agree_stop_signal(Axis& world) {

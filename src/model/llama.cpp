@@ -87,7 +87,7 @@ torch::Tensor LlamaMlp::forward(const torch::Tensor& x) {
 }
 
 LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope, std::int64_t layer,
-                       moe::RouterLog* routers)
+                       moe::RouterLog* routers, const EpRegion& experts)
     : rope_(rope) {
   auto rms_norm = [&] { return std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, region); };
   input_layernorm_ = register_module("input_layernorm", rms_norm());
@@ -98,7 +98,7 @@ LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& 
     return;
   }
   const auto expert = [&](std::int64_t width) { return std::make_shared<LlamaMlp>(s.n_embd, width, TpRegion{}); };
-  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers));
+  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers, experts));
 }
 
 torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
@@ -119,7 +119,8 @@ std::vector<std::string> LlamaPlan::names() const {
                             "self_attn.o_proj", "post_attention_layernorm"})
         out.push_back(layer + p + ".weight");
       if (s_.moe.on(i))
-        for (const auto& p : s_.moe.mlp_names()) out.push_back(layer + "mlp." + p);
+        for (const auto& p : s_.moe.mlp_names(ep_rank() * s_.moe.experts / ep_size(), s_.moe.experts / ep_size()))
+          out.push_back(layer + "mlp." + p);
       else
         for (const char* p : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) out.push_back(layer + p + ".weight");
     }
@@ -140,9 +141,12 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
   if (local(".mlp.gate.weight")) return {{s_.moe.experts, C}};
   if (local("mlp.shared_expert_gate.weight")) return {{1, C}};
   for (const auto& [part, width] : {std::pair{".mlp.experts.", s_.moe.ffn_hidden}, {".mlp.shared_expert.", s_.moe.shared_ffn_hidden}})
-    if (name.find(part) != std::string::npos) {  // experts are whole on every rank: tp does not split them
-      if (ends_with(name, "down_proj.weight")) return {{C, width}};
-      if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) return {{width, C}};
+    if (name.find(part) != std::string::npos) {  // experts are whole on their rank: tp does not split them
+      ShardSpec spec{{C, width}};
+      if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) spec.global_shape = {width, C};
+      else if (!ends_with(name, "down_proj.weight")) break;
+      spec.expert = part == std::string(".mlp.experts.");  // the shared expert is dense
+      return spec;
     }
   if (local("mlp.gate_proj.weight") || local("mlp.up_proj.weight")) return {{F, C}, 0};
   if (local("mlp.down_proj.weight")) return {{C, F}, 1};
@@ -185,7 +189,7 @@ Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBl
   }
   // Named by global layer index (no dots allowed in module names, so layers is a plain module).
   add_blocks(*model->register_module("layers", std::make_shared<torch::nn::Module>()),
-             [&](std::int64_t i) { return std::make_shared<LlamaBlock>(s, plan_.region(), rope_, i, &routers_); });
+             [&](std::int64_t i) { return std::make_shared<LlamaBlock>(s, plan_.region(), rope_, i, &routers_, plan_.experts()); });
   if (!last_stage()) return;
   norm_ = model->register_module("norm", std::make_shared<RmsNorm>(s.n_embd, s.norm_eps, plan_.region()));
   if (!s.tie_embeddings) {

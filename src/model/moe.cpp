@@ -8,9 +8,9 @@ namespace gridtrain::moe {
 
 bool MoeShape::on(std::int64_t layer) const { return std::binary_search(layers.begin(), layers.end(), layer); }
 
-std::vector<std::string> MoeShape::mlp_names() const {
+std::vector<std::string> MoeShape::mlp_names(std::int64_t first, std::int64_t count) const {
   std::vector<std::string> out = {"gate.weight"};
-  for (std::int64_t e = 0; e < experts; ++e)
+  for (std::int64_t e = first; e < (count < 0 ? experts : first + count); ++e)
     for (const char* p : {"gate_proj", "up_proj", "down_proj"})
       out.push_back("experts." + std::to_string(e) + "." + p + ".weight");
   if (shared_ffn_hidden > 0)
@@ -46,14 +46,16 @@ torch::Tensor RouterLog::loss() const {
   return z_coeff_ > 0.0 ? out + z_coeff_ * z_loss() : out;
 }
 
-MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log)
-    : top_k_(s.top_k), norm_topk_prob_(s.norm_topk_prob), log_(log) {
+MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
+               const EpRegion& region)
+    : experts_total_(s.experts), top_k_(s.top_k), region_(region), norm_topk_prob_(s.norm_topk_prob), log_(log) {
   auto bias_free = [](std::int64_t in, std::int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
   };
   gate_ = register_module("gate", bias_free(n_embd, s.experts));
   auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
-  for (std::int64_t e = 0; e < s.experts; ++e)
+  const std::int64_t first = region.first(s.experts);
+  for (std::int64_t e = first; e < first + region.local(s.experts); ++e)
     experts_.push_back(experts->register_module(std::to_string(e), make_expert(s.ffn_hidden)));
   if (s.shared_ffn_hidden == 0) return;
   shared_expert_ = register_module("shared_expert", make_expert(s.shared_ffn_hidden));
@@ -68,17 +70,21 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
     logits = torch::linear(flat.to(torch::kFloat), gate_->weight.to(torch::kFloat));
   }
   const auto probs = logits.softmax(-1);
-  auto [weights, chosen] = probs.topk(top_k_, -1);  // (N, k) each
-  if (norm_topk_prob_) weights = weights / weights.sum(-1, /*keepdim=*/true);
-  if (log_) log_->add(logits, probs, chosen);
-  auto out = torch::zeros(flat.sizes(), flat.options().dtype(torch::kFloat));
-  for (std::size_t e = 0; e < experts_.size(); ++e) {
+  auto [top, top_experts] = probs.topk(top_k_, -1);  // (N, k) each
+  if (norm_topk_prob_) top = top / top.sum(-1, /*keepdim=*/true);
+  if (log_) log_->add(logits, probs, top_experts);
+  const auto [chosen, by_expert] = top_experts.sort(-1);  // each token's experts ascending: the combine's order
+  const TokenDispatch dispatch(chosen, experts_total_, region_);
+  const auto rows = dispatch.dispatch(flat);  // (M, C): this rank's experts' rows, expert-major
+  std::vector<torch::Tensor> ys;
+  std::int64_t at = 0;
+  for (std::size_t j = 0; j < experts_.size(); ++j) {
     // Every expert runs, on no rows if none chose it, so that each gets a gradient every step.
-    const auto hit = (chosen == static_cast<std::int64_t>(e)).nonzero();  // (n_e, 2): row, slot, by row
-    const auto rows = hit.select(1, 0), slots = hit.select(1, 1);
-    const auto y = experts_[e]->forward(flat.index_select(0, rows)).to(torch::kFloat);  // (n_e, C)
-    out = out.index_add(0, rows, y * weights.index({rows, slots}).unsqueeze(1));
+    const auto n = dispatch.rows()[j];
+    ys.push_back(experts_[j]->forward(rows.narrow(0, at, n)));
+    at += n;
   }
+  auto out = dispatch.combine(torch::cat(ys), top.gather(-1, by_expert));  // (N, C) fp32
   if (shared_expert_)
     out = out + (torch::sigmoid(dense(flat, shared_expert_gate_->weight)) * shared_expert_->forward(flat)).to(torch::kFloat);
   return out.to(x.scalar_type()).view(x.sizes());

@@ -53,7 +53,13 @@ void ParameterGroups::begin_backward(bool last) {
 }
 
 void ParameterGroups::finish() {
-  for (auto& d : data_parallel_) d->reducer().finish();
+  for (std::size_t k = 0; k < data_parallel_.size(); ++k) {
+    Reducer& r = data_parallel_[k]->reducer();
+    r.finish();  // the mean over the group's axis (of a = dp / weight ranks), or nothing with one rank
+    // ... times a / dp: every gradient is 1/dp of the sum over the replicas' micro-batches, as the
+    // dense ones are, since a group's parameter sees tokens of all dp ranks (experts: by dispatch).
+    if (weight_[k] != 1 && r.exchange() != GradExchange::Local) r.scale(1.0 / weight_[k]);
+  }
 }
 
 void ParameterGroups::scale(double factor) {

@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "gridtrain/precision/matmul.hpp"
+#include "autograd_axis.hpp"
 
 namespace gridtrain {
 namespace {
@@ -13,12 +14,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The axis travels through the autograd context as an integer (IValue holds no raw pointers);
-// it outlives every graph built during a step.
-std::int64_t handle(Axis& a) { return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&a)); }
-Axis& axis_of(AutogradContext* ctx) {
-  return *reinterpret_cast<Axis*>(static_cast<std::intptr_t>(ctx->saved_data["axis"].toInt()));
-}
+constexpr auto handle = axis_handle;
 
 // Sum (or max) over the axis, in fp32 whatever x's dtype, returned in x's dtype.
 torch::Tensor all_reduce(const torch::Tensor& x, Axis& tp, bool max = false) {
@@ -41,7 +37,7 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, std::int64_t axis) {
-    return all_reduce(x, *reinterpret_cast<Axis*>(static_cast<std::intptr_t>(axis)));
+    return all_reduce(x, axis_from(axis));
   }
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0], torch::Tensor()}; }
 };
@@ -130,7 +126,7 @@ struct SequenceParallelLinears : torch::autograd::Function<SequenceParallelLinea
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets,
                                std::int64_t start, std::int64_t valid, std::int64_t axis) {
-    Axis& tp = *reinterpret_cast<Axis*>(static_cast<std::intptr_t>(axis));
+    Axis& tp = axis_from(axis);
     auto z = logits.to(torch::kFloat);
     const auto local = z.size(1);
     if (valid < local) z = z.index_fill(1, torch::arange(valid, local, targets.options()), -INFINITY);

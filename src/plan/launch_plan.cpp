@@ -32,9 +32,30 @@ void check_schedule(const Config& c, LaunchPlan& plan, Problems& out) {
   if (interleaved) plan.virtual_stages = c.grid.virtual_stages;
 }
 
+// grid.ep splits dp and each MoE layer's experts.
+void check_experts(const Config& c, const GridShape& s, Problems& out) {
+  if (s.ep == 1) return;
+  const std::string ep = "grid.ep = " + std::to_string(s.ep);
+  if (s.ep < 1 || s.dp % s.ep != 0)
+    out.push_back(ep + " does not divide grid.dp = " + std::to_string(s.dp) +
+                  "; valid: a divisor of grid.dp (the expert-parallel ranks are dp ranks)");
+  if (!c.moe.enabled()) {
+    out.push_back(ep + " splits the experts of MoE layers, but moe.experts = 0; valid: grid.ep = 1, or moe.experts > 0");
+    return;
+  }
+  if (s.ep > 0 && c.moe.experts % s.ep != 0)
+    out.push_back("moe.experts = " + std::to_string(c.moe.experts) + " is not divisible by " + ep +
+                  "; valid: grid.ep dividing moe.experts (each ep rank holds moe.experts / grid.ep of each layer)");
+  if (c.optim.zero_stage == 3)
+    out.push_back("optim.zero_stage = 3 with " + ep + ": stage 3 gathers each layer through one parameter group, "
+                  "and the experts form a second (over the expert-data-parallel ranks); valid: optim.zero_stage "
+                  "<= 2 with grid.ep > 1, or grid.ep = 1");
+}
+
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
   for (auto& p : model_layout_problems(c, s.tp, s.pp)) out.push_back(std::move(p));
+  check_experts(c, s, out);
   plan.sequence_parallel = c.grid.sequence_parallel && s.tp > 1;  // one tp rank: nothing to split
   check_schedule(c, plan, out);
   try {  // interleaved: one count per virtual stage
@@ -116,7 +137,7 @@ std::vector<std::string> layout_problems(const Config& c, const GridShape& shape
 
 LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   LaunchPlan plan;
-  plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size);  // nothing else is checkable without it
+  plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size, c.grid.ep);  // nothing else is checkable without it
   Problems problems;
   check_model(c, plan, problems);
   check_faults(c, plan.shape, problems);
@@ -150,8 +171,10 @@ ModelLayout stage_layout(const std::vector<int>& stage_layers, int stage, int ch
 }
 
 ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
-  return stage_layout(plan.stage_layers, grid.pp().rank(), plan.virtual_stages, &grid.tp(), grid.tp().size(),
-                      plan.sequence_parallel);
+  auto layout = stage_layout(plan.stage_layers, grid.pp().rank(), plan.virtual_stages, &grid.tp(), grid.tp().size(),
+                             plan.sequence_parallel);
+  layout.ep = &grid.ep();
+  return layout;
 }
 
 int place_rank(const LaunchPlan& plan, const Config& c, Grid& grid) {

@@ -42,6 +42,9 @@ class Work {
       : req_(req), what_(std::move(what)), timeout_s_(timeout_s), waited_s_(waited_s) {}
   Work(std::unique_ptr<Pending> pending, std::string what, double timeout_s, double* waited_s = nullptr)
       : pending_(std::move(pending)), what_(std::move(what)), timeout_s_(timeout_s), waited_s_(waited_s) {}
+  /// Keeps `held` (what the operation reads until it completes: MPI's count and displacement
+  /// arrays, say) alive as long as the Work.
+  void hold(std::shared_ptr<const void> held) { held_ = std::move(held); }
   Work(Work&& o) noexcept;
   Work& operator=(Work&& o) noexcept;
   Work(const Work&) = delete;
@@ -63,6 +66,7 @@ class Work {
   std::string what_;
   double timeout_s_ = 0;
   double* waited_s_ = nullptr;
+  std::shared_ptr<const void> held_;
 };
 
 /// Element types of the sums: fp32, and the 2-byte gradients of precision.weights = bf16 | fp16
@@ -116,6 +120,13 @@ class Axis {
   Work broadcast(void* data, std::size_t bytes, int root, const std::string& label = "");
   /// in, out: size()·bytes; block r of in goes to rank r, block r of out comes from rank r.
   Work all_to_all(const void* in, void* out, std::size_t bytes, const std::string& label = "");
+  /// Rows of row_bytes each, a different number per peer (MoE token dispatch): in holds
+  /// send_rows[r] rows for rank r, rank after rank; out receives recv_rows[r] rows from rank r,
+  /// rank after rank. Both counts have size() entries; recv_rows must be what the peers send
+  /// (exchanged beforehand with blocking_all_to_all). MPI_Ialltoallv over a contiguous row type;
+  /// NCCL: grouped ncclSend/ncclRecv. Counts past MPI's int range throw std::runtime_error.
+  Work all_to_all_v(const void* in, const std::vector<std::int64_t>& send_rows, void* out,
+                    const std::vector<std::int64_t>& recv_rows, std::size_t row_bytes, const std::string& label = "");
   Work send(const void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
   Work recv(void* data, std::size_t bytes, int peer, int tag, const std::string& label = "");
 
@@ -127,6 +138,9 @@ class Axis {
   void blocking_sum(double* data, int n, const std::string& label = "");
   void blocking_max(double* data, int n, const std::string& label = "");
   void blocking_min(double* data, int n, const std::string& label = "");
+  /// in: size()·n values, block r for rank r; out: size()·n, block r from rank r (counts before
+  /// an all_to_all_v).
+  void blocking_all_to_all(const std::int64_t* in, std::int64_t* out, int n, const std::string& label = "");
   /// Every rank's text, in rank order.
   std::vector<std::string> blocking_gather_text(const std::string& mine, const std::string& label = "");
 
@@ -138,7 +152,8 @@ class Axis {
 
   /// Bytes this rank has sent on the axis by the buffer operations: a ring allreduce sends
   /// 2(p−1)/p of the buffer, reduce-scatter and all-gather (p−1)/p of the whole, all-to-all
-  /// (p−1)/p, a broadcast the buffer (root) or nothing, send its bytes (the NCCL/MPI ring
+  /// (p−1)/p, all_to_all_v the rows to other ranks, a broadcast the buffer (root) or nothing,
+  /// send its bytes (the NCCL/MPI ring
   /// algorithms' volumes; Patarasuk & Yuan 2009).
   std::uint64_t bytes_sent() const { return bytes_; }
 

@@ -9,8 +9,10 @@
 // Only a build with the GPU path (GRIDTRAIN_CUDA) implements it; a CPU-only build's factory throws.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -31,6 +33,8 @@ class DeviceComm {
   virtual Op all_gather(const void* in, void* out, std::size_t bytes) = 0;
   virtual Op broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual Op all_to_all(const void* in, void* out, std::size_t bytes) = 0;
+  virtual Op all_to_all_v(const void* in, const std::vector<std::int64_t>& send_rows, void* out,
+                          const std::vector<std::int64_t>& recv_rows, std::size_t row_bytes) = 0;
   virtual Op send(const void* data, std::size_t bytes, int peer) = 0;
   virtual Op recv(void* data, std::size_t bytes, int peer) = 0;
 };

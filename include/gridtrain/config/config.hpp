@@ -76,6 +76,7 @@ struct Config {
     int dp = 0;  ///< data-parallel size; 0 = auto (world / (tp·pp))
     int tp = 1;  ///< tensor-parallel size
     int pp = 1;  ///< pipeline-parallel size
+    int ep = 1;  ///< expert-parallel size: ranks of dp that split each MoE layer's experts (divides dp)
     std::vector<int> stage_layers;  ///< layers per pipeline stage ("n0,n1,..."); empty = auto
     bool sequence_parallel = false;  ///< Megatron SP: norms, residual and embedding hold T/tp of the sequence
     int virtual_stages = 1;  ///< model chunks per pipeline rank (train.schedule = interleaved)

@@ -1,11 +1,16 @@
 // The process grid: MPI_Cart_create over its axes, slowest first: pipeline stages, data-parallel
 // replicas, tensor-parallel peers (fastest, so that they are neighbouring ranks, the same node
 // first). The axes are data (kAxes): each gets its own communicator (grid.axis(id); grid.dp(),
-// tp(), pp()), its timer section and traffic column, its figures in the summary, summary.json,
-// the checkpoint's "grid" attribute and --dry-run. A new axis is one more entry in AxisId and
-// kAxes, plus its region in the model (as parallel/tensor_parallel.hpp's TpRegion is for tp).
-// Groups that span or split axes (G22's expert-parallel group inside dp, G23's dp × cp) are
-// derived with Grid::group and Axis::split.
+// tp(), pp(), ep()), its timer section and traffic column, its figures in the summary,
+// summary.json, the checkpoint's "grid" attribute and --dry-run. A new axis is one more entry in
+// AxisId and kAxes, plus its region in the model (as parallel/tensor_parallel.hpp's TpRegion is
+// for tp). Groups that span or split axes (G23's dp × cp) are derived with Grid::group and
+// Axis::split.
+//
+// Expert parallelism (G22) splits dp rather than adding to the product: the ep axis is ep
+// consecutive dp ranks, which hold different experts of each MoE layer, and its complement, the
+// expert-data-parallel group (grid.expert_dp(), dp / ep ranks a stride ep apart), holds the same
+// experts and averages their gradients (Megatron-Core's expert_data_parallel group).
 #pragma once
 #include <array>
 #include <cstddef>
@@ -20,10 +25,10 @@
 
 namespace gridtrain {
 
-enum class AxisId { Dp, Tp, Pp };
+enum class AxisId { Dp, Tp, Pp, Ep };
 
 /// One grid axis: how it is spelled (deck keys grid.<name>, logs, files), its place in the
-/// Cartesian grid (0 = slowest), the timer section its communication is charged to, and whether
+/// Cartesian grid (0 = slowest; -1: a split of dp, not a dimension of its own), the timer section its communication is charged to, and whether
 /// its collectives run inside forward/backward (the step moves their waits out of Compute).
 struct AxisInfo {
   AxisId id;
@@ -33,12 +38,15 @@ struct AxisInfo {
   bool in_compute;
 };
 
-/// The grid's axes in the order they are reported (dp, tp, pp: "2 (dp) x 1 (tp) x 1 (pp)",
+/// The grid's axes in the order they are reported (dp, tp, pp, ep: "2 (dp) x 1 (tp) x 1 (pp)",
 /// summary.json, the checkpoint's "grid" attribute), which is also AxisId's order. dp's waits
-/// are the gradient exchange's (the Reducer, after backward), pp's the pipeline engine's own.
-inline constexpr std::array<AxisInfo, 3> kAxes = {{{AxisId::Dp, "dp", 1, Section::DpComm, false},
+/// are the gradient exchange's (the Reducer, after backward), pp's the pipeline engine's own,
+/// ep's the token dispatch's all-to-alls inside forward/backward.
+inline constexpr std::array<AxisInfo, 4> kAxes = {{{AxisId::Dp, "dp", 1, Section::DpComm, false},
                                                    {AxisId::Tp, "tp", 2, Section::TpComm, true},
-                                                   {AxisId::Pp, "pp", 0, Section::PpComm, false}}};
+                                                   {AxisId::Pp, "pp", 0, Section::PpComm, false},
+                                                   {AxisId::Ep, "ep", -1, Section::EpComm, true}}};
+inline constexpr int kCartDims = 3;  ///< the axes with a Cartesian dimension (cart_dim >= 0)
 inline constexpr std::size_t kAxisCount = kAxes.size();
 inline constexpr std::size_t index_of(AxisId a) { return static_cast<std::size_t>(a); }
 
@@ -48,16 +56,18 @@ using PerAxis = std::array<T, kAxisCount>;
 
 struct GridShape {
   int dp = 1, tp = 1, pp = 1;
+  int ep = 1;  ///< expert-parallel ranks, a divisor of dp (inside it: not a factor of size())
   int size() const { return dp * tp * pp; }
   /// The axis's size.
-  int operator[](AxisId a) const { return a == AxisId::Dp ? dp : a == AxisId::Tp ? tp : pp; }
-  /// "2,1,1": each axis's size in kAxes order (the checkpoint's "grid" attribute).
+  int operator[](AxisId a) const;
+  /// "2,1,1,1": each axis's size in kAxes order (the checkpoint's "grid" attribute).
   std::string csv() const;
 };
 
 /// Resolves dp = 0 ("auto") to world / (tp·pp). Throws gridtrain::Error when tp·pp does not
 /// divide the world size or the product differs from it, naming the shape and the world size.
-GridShape resolve_shape(int dp, int tp, int pp, int world_size);
+/// ep is taken as given (plan_launch checks that it divides dp, among the deck's other problems).
+GridShape resolve_shape(int dp, int tp, int pp, int world_size, int ep = 1);
 
 class Grid {
  public:
@@ -70,6 +80,11 @@ class Grid {
   Axis& dp() { return axis(AxisId::Dp); }
   Axis& tp() { return axis(AxisId::Tp); }
   Axis& pp() { return axis(AxisId::Pp); }
+  Axis& ep() { return axis(AxisId::Ep); }
+  /// The expert-data-parallel group: the dp ranks with this one's place on ep (dp / ep ranks),
+  /// over which the experts' gradients average. dp itself when ep = 1.
+  Axis& expert_dp() { return *expert_dp_; }
+  const Axis& expert_dp() const { return *expert_dp_; }
   /// The whole grid as one axis ("world": every rank of the communicator the grid was built on):
   /// step-wide flags and sums (host scalars, always MPI).
   Axis& world() { return *world_; }
@@ -77,7 +92,7 @@ class Grid {
   int rank() const { return rank_; }  ///< rank in the grid (= world) communicator
   MPI_Comm comm() const { return cart_; }
   /// Coordinates of this rank in Cartesian order: {pp, dp, tp}.
-  std::array<int, 3> coords() const { return coords_; }
+  std::array<int, kCartDims> coords() const { return coords_; }
   /// The replica role: whether this rank speaks for the ranks that differ from it only along
   /// `axes`, i.e. it is rank 0 on each. A figure those ranks hold alike (a loss, a replicated
   /// tensor) is counted, written or printed by it alone, so that a sum over the grid counts it once.
@@ -100,9 +115,9 @@ class Grid {
   MPI_Comm cart_ = MPI_COMM_NULL;
   int rank_ = 0;
   double timeout_s_;
-  std::array<int, 3> coords_{};
+  std::array<int, kCartDims> coords_{};
   PerAxis<std::unique_ptr<Axis>> axes_;
-  std::unique_ptr<Axis> world_;
+  std::unique_ptr<Axis> expert_dp_, world_;
 };
 
 /// Collective over the axis (the whole grid): the stop signal any rank received (the largest;

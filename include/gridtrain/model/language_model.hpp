@@ -48,6 +48,10 @@ class LanguageModelPlan : public ModelPlan {
   bool sequence_parallel() const { return layout_.sequence_parallel; }
   /// How this rank's tensor-parallel layers meet the rest.
   TpRegion region() const { return {layout_.tp, layout_.sequence_parallel}; }
+  /// Where this rank's MoE layers' experts sit (null axis: planning ep_size ranks, as rank 0).
+  EpRegion experts() const { return {layout_.ep}; }
+  int ep_rank() const { return layout_.ep ? layout_.ep->rank() : 0; }
+  int ep_size() const { return layout_.ep ? layout_.ep->size() : layout_.ep_size; }
   /// This rank's parameter names, in the module's registration order.
   virtual std::vector<std::string> names() const = 0;
   /// Throws std::invalid_argument for a name that is not one of the model's parameters.

@@ -22,6 +22,8 @@ struct ModelLayout {
   std::vector<LayerRange> chunks = {{}};
   int tp_size = 1;  ///< tensor-parallel ranks when tp is null: a plan without a grid (predict)
   bool sequence_parallel = false;  ///< grid.sequence_parallel: the sequence split over tp between its layers
+  Axis* ep = nullptr;  ///< the MoE layers' expert-parallel axis; null: every expert here (or ep_size ranks, planning)
+  int ep_size = 1;     ///< expert-parallel ranks when ep is null (predict); rank 0's experts are planned
 };
 
 }  // namespace gridtrain

@@ -113,9 +113,10 @@ class LlamaMlp : public moe::FeedForward {
 class LlamaBlock : public lm::DecoderBlock {
  public:
   /// rope: the model's rotary tables, which outlive the block; layer: its global index; routers:
-  /// the model's router log (for an MoE layer's MLP), which outlives it.
+  /// the model's router log (for an MoE layer's MLP), which outlives it; experts: where an MoE
+  /// layer's experts sit on ep.
   LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& rope, std::int64_t layer,
-             moe::RouterLog* routers);
+             moe::RouterLog* routers, const EpRegion& experts = {});
   torch::Tensor forward(const torch::Tensor& x, const lm::CacheSlot& slot) override;  // (B, T, C) -> (B, T, C)
 
  private:

@@ -4,7 +4,9 @@
 // probabilities renormalized to sum 1 with norm_topk_prob, as Mixtral), each token's k expert
 // outputs summed with those weights in fp32, in expert order (deterministic); plus, optionally,
 // Qwen2-MoE's shared expert, which every token passes through, scaled by sigmoid(shared gate).
-// Dropless: every routed token is computed.
+// Dropless: every routed token is computed. With expert parallelism each rank builds only its
+// experts, under their global indices, and the tokens reach them by all-to-all over ep
+// (parallel/expert_parallel.hpp's TokenDispatch, the same permutation and combine at any ep).
 //
 // Parameter names (Qwen2-MoE's on-disk ones, under the block's `mlp.`): gate.weight (E, C),
 // experts.<e>.{gate_proj,up_proj}.weight (F_e, C), experts.<e>.down_proj.weight (C, F_e),
@@ -21,6 +23,8 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/parallel/expert_parallel.hpp"
+
 namespace gridtrain::moe {
 
 /// A llama's experts: how many, how routed, how wide, and in which layers (the [moe] keys).
@@ -33,8 +37,9 @@ struct MoeShape {
   double aux_loss_coeff = 0.0, z_loss_coeff = 0.0;
   std::vector<std::int64_t> layers;  ///< the MoE layers' global indices, ascending
   bool on(std::int64_t layer) const;
-  /// The parameter names of one MoE layer's MLP after "mlp.", in registration order.
-  std::vector<std::string> mlp_names() const;
+  /// The parameter names of one MoE layer's MLP after "mlp.", in registration order, with the
+  /// `count` experts from global index `first` (a rank's share under expert parallelism; -1: all).
+  std::vector<std::string> mlp_names(std::int64_t first = 0, std::int64_t count = -1) const;
 };
 
 /// A feed-forward network (N.., C) → (N.., C): a dense MLP, an expert, or a mixture of them.
@@ -79,17 +84,21 @@ class RouterLog {
 };
 
 /// One MoE layer's MLP on x (..., C) → (..., C); logs its routing into `log` (which outlives it).
+/// Holds the experts of `region`'s rank (all without expert parallelism); forward is collective
+/// over region.ep.
 class MoeMlp : public FeedForward {
  public:
-  MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log);
+  MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
+         const EpRegion& region = {});
   torch::Tensor forward(const torch::Tensor& x) override;
 
  private:
-  std::int64_t top_k_;
+  std::int64_t experts_total_, top_k_;
+  EpRegion region_;
   bool norm_topk_prob_;
   RouterLog* log_;
   torch::nn::Linear gate_{nullptr}, shared_expert_gate_{nullptr};
-  std::vector<std::shared_ptr<FeedForward>> experts_;
+  std::vector<std::shared_ptr<FeedForward>> experts_;  // this rank's, from global index region_.first()
   std::shared_ptr<FeedForward> shared_expert_;  // null: none
 };
 

@@ -11,6 +11,11 @@
 // line, each holding different elements: its weight is dp / a, times a under ZeRO. With the one
 // dense group over dp both factors are those DataParallel::gradient_sq has always applied.
 //
+// Gradients: each group's are 1/dp of their sum over the grid's data, whatever its axis's size:
+// an expert on one ep rank computes rows from every ep rank's micro-batch, so its gradient summed
+// over the expert-data-parallel ranks covers the whole dp line's tokens, of which the loss is the
+// mean (Megatron-Core scales expert gradients the same way, by 1/dp not 1/edp).
+//
 // Every operation runs over the groups in group order, so the ranks of each group's axis issue
 // the same sequence of collectives on it.
 #pragma once
@@ -54,7 +59,8 @@ class ParameterGroups {
   /// Whether any group's pieces are ZeRO pieces (disjoint over its axis) rather than whole tensors.
   bool any_sharded() const;
 
-  // The step, in every group (Reducer's operations of the same names).
+  // The step, in every group (Reducer's operations of the same names; finish() averages each
+  // group's gradients over dp as above).
   void zero_grad(bool local_gradients);
   void begin_backward(bool last);
   void finish();

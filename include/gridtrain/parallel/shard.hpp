@@ -26,6 +26,10 @@ struct ShardSpec {
   /// it; a tensor split along any axis but tp counts toward the norm on tp rank 0, as a replicated
   /// one does.
   AxisId axis = AxisId::Tp;
+  /// An MoE expert's tensor (G22): held whole by one ep rank (the model names it by its global
+  /// expert index) and replicated over that rank's expert-data-parallel group, whose gradients
+  /// and ZeRO shards it shares; written by the group's rank 0.
+  bool expert = false;
 
   /// Whether tp rank tp_rank counts this tensor once for its replica (the global gradient norm,
   /// the checkpoint writer): a tensor-parallel shard on every tp rank, a tensor replicated over tp
