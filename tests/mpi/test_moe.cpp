@@ -9,27 +9,6 @@
 using namespace gridtrain;
 using namespace gridtrain::test;
 
-namespace {
-
-// 2 layers, both MoE: 4 experts of width 16, top-2, and a shared expert of 24. Micro-batch 2,
-// global batch 8: dp 2 runs 2 micro-batches a rank, one rank 4, the same 4 micro-batches (the
-// balancing losses are per micro-batch, so the layouts compare at one micro-batch size).
-Config moe_llama(const std::string& dir, int steps, int dp) {
-  Config c = as_family(tiny(dir, steps, 8), "llama");
-  c.model.n_embd = 32;
-  c.model.n_head = 4;
-  c.model.n_kv_head = 2;
-  c.moe.experts = 4;
-  c.moe.ffn_hidden = 16;
-  c.moe.shared_ffn_hidden = 24;
-  c.moe.z_loss_coeff = 1e-3;
-  c.grid.dp = dp;
-  c.checkpoint.dir = "none";
-  return c;
-}
-
-}  // namespace
-
 TEST_CASE("moe: dp 2 with ZeRO 0, 1 and 3 trains as one rank; the balancing losses are in the loss", "[np2]") {
   const auto dir = shared_dir("moe-dp");
   QuietTrainer one(moe_llama(dir, 5, 1), MPI_COMM_SELF);

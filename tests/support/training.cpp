@@ -69,6 +69,20 @@ Config as_family(Config c, const std::string& family) {
   return c;
 }
 
+Config moe_llama(const std::string& dir, int steps, int dp) {
+  Config c = as_family(tiny(dir, steps, 8), "llama");
+  c.model.n_embd = 32;
+  c.model.n_head = 4;
+  c.model.n_kv_head = 2;
+  c.moe.experts = 4;
+  c.moe.ffn_hidden = 16;
+  c.moe.shared_ffn_hidden = 24;
+  c.moe.z_loss_coeff = 1e-3;
+  c.grid.dp = dp;
+  c.checkpoint.dir = "none";
+  return c;
+}
+
 Config tiny_cnn(const std::string& dir, int steps, int global_batch) {
   Config c = tiny(dir, steps, global_batch);
   c.model.type = ModelType::Cnn;

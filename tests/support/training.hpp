@@ -30,6 +30,10 @@ Config tiny(const std::string& dir, int steps, int global_batch);
 inline const std::vector<std::string> kLanguageModels = {"gpt", "llama", "llama-tied"};
 /// c as `family` of kLanguageModels.
 Config as_family(Config c, const std::string& family);
+/// A mixture-of-experts llama on dir's corpus: 2 layers, both MoE, 4 experts of width 16, top-2, a
+/// shared expert of 24, z-loss 1e-3; micro-batch 2, global batch 8 at grid.dp = dp, so that every
+/// layout runs the same micro-batches (the balancing losses are per micro-batch); no checkpoints.
+Config moe_llama(const std::string& dir, int steps, int dp);
 /// A 2-stage CNN (channels 4, 8) on dir's image set (make_images), micro-batch 4, the same
 /// schedule as tiny.
 Config tiny_cnn(const std::string& dir, int steps, int global_batch);
