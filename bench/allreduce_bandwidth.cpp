@@ -7,8 +7,6 @@
 // Definitions as nccl-tests: algbw = bytes / time (bytes = fp32 message size);
 // busbw = algbw · 2(p−1)/p. "wire" = bytes this rank sent (ring model for fp32; counted for the
 // compressed exchange).
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -21,31 +19,10 @@
 #include "gridtrain/comm/compressor.hpp"
 #include "gridtrain/parallel/compressed_allreduce.hpp"
 #include "gridtrain/util/process_setup.hpp"
+#include "bench_mpi.hpp"
 
 using namespace gridtrain;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-// Median seconds of `run` over enough repetitions for ~0.2 s, synchronized across ranks.
-template <class F>
-double time_it(F&& run) {
-  std::vector<double> times;
-  double total = 0;
-  while (times.size() < 3 || (total < 0.2 && times.size() < 50)) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = Clock::now();
-    run();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    times.push_back(dt);
-    total += dt;
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-}  // namespace
+using bench::time_it;
 
 int main(int argc, char** argv) {
   prepare_process();

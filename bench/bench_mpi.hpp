@@ -1,11 +1,14 @@
-// What the MPI benchmarks share: start-up with a usage check, and dropping a file's pages from
-// the page cache so that the next read comes from the disk.
+// What the MPI benchmarks share: start-up with a usage check, a median timer, and dropping a
+// file's pages from the page cache so that the next read comes from the disk.
 #pragma once
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -31,6 +34,26 @@ inline World start(int& argc, char**& argv, int min_argc, const char* usage) {
     w.ok = false;
   }
   return w;
+}
+
+/// Median seconds of `run` over enough repetitions for ~0.2 s (3 to 50), each timed from a
+/// barrier to the slowest rank's end.
+template <class F>
+double time_it(F&& run) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> times;
+  double total = 0;
+  while (times.size() < 3 || (total < 0.2 && times.size() < 50)) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    run();
+    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    times.push_back(dt);
+    total += dt;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 /// Writes back and drops path's cached pages (posix_fadvise DONTNEED).

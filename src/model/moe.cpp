@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <ATen/autocast_mode.h>
+
 #include "gridtrain/precision/matmul.hpp"
 
 namespace gridtrain::moe {
@@ -75,7 +77,10 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
   if (log_) log_->add(logits, probs, top_experts);
   const auto [chosen, by_expert] = top_experts.sort(-1);  // each token's experts ascending: the combine's order
   const TokenDispatch dispatch(chosen, experts_total_, region_);
-  const auto rows = dispatch.dispatch(flat);  // (M, C): this rank's experts' rows, expert-major
+  // In autocast's dtype, which the experts compute in anyway: the exchange moves 2-byte rows.
+  const auto type = flat.device().type();
+  const auto compute = at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type) : flat.scalar_type();
+  const auto rows = dispatch.dispatch(flat.to(compute));  // (M, C): this rank's experts' rows, expert-major
   std::vector<torch::Tensor> ys;
   std::int64_t at = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {

@@ -128,6 +128,8 @@ const Entry& entry(const Config& cfg) {
 
 }  // namespace
 
+std::int64_t expert_width(const Config& c) { return moe_shape(c).ffn_hidden; }
+
 std::shared_ptr<Model> make_model(const Config& c, const DataShape& data) { return make_model(c, data, {}); }
 
 std::shared_ptr<Model> make_model(const Config& c, const DataShape& data, const ModelLayout& layout) {

@@ -12,6 +12,7 @@
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
+#include "gridtrain/plan/moe_costs.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/log.hpp"
 
@@ -87,8 +88,10 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                                (plan.virtual_stages > 1 ? ", " + std::to_string(plan.virtual_stages) + " chunks per rank" : "");
   std::string axes;  // "2 (dp) x 2 (tp, sequence parallel) x 1 (pp)"
   for (const AxisInfo& a : kAxes)
-    axes += (axes.empty() ? "" : " x ") + std::to_string(g[a.id]) + " (" + a.name +
-            (a.id == AxisId::Tp && plan.sequence_parallel ? ", sequence parallel" : "") + ")";
+    if (a.cart_dim >= 0)
+      axes += (axes.empty() ? "" : " x ") + std::to_string(g[a.id]) + " (" + a.name +
+              (a.id == AxisId::Tp && plan.sequence_parallel ? ", sequence parallel" : "") + ")";
+  if (g.ep > 1) axes += ", experts over " + std::to_string(g.ep) + " (ep) inside dp";
   char line[512];
   std::snprintf(line, sizeof line,
                 "Dry run: %s, grid %s, micro-batch %d x %d micro-batches per step (%s), "
@@ -118,7 +121,10 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)%s\n", g.size(),
                 worst, flops, flops / g.size(), model->flops_formula(),
                 redone > 0 ? fmt(", plus %.4g recomputed", redone).c_str() : "");
-  log.print(text + line + (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : ""));
+  // MoE layers are not on pipeline stages yet: rank 0 holds the whole model but the other ep ranks' experts.
+  const std::string experts = cfg.moe.enabled() ? describe(moe_costs(cfg, g, all[0], M, elem), cfg, g) : "";
+  log.print(text + line + experts +
+            (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : ""));
   return 0;
 }
 

@@ -44,6 +44,26 @@ TEST_CASE("grid coordinates and axis sizes for 8-rank shapes", "[np8]") {
         "Process grid: 2 (dp) x 2 (tp) x 2 (pp) = 8 MPI ranks, mpi backend");
 }
 
+TEST_CASE("grid.ep splits dp: ep peers are consecutive dp ranks, expert-dp peers ep apart", "[np8]") {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (auto [dp, tp, ep] : {std::tuple{8, 1, 2}, {8, 1, 4}, {4, 2, 2}, {8, 1, 8}, {8, 1, 1}}) {
+    CAPTURE(dp, tp, ep, rank);
+    Grid g(MPI_COMM_WORLD, resolve_shape(dp, tp, 1, 8, ep));
+    CHECK(g.shape().size() == 8);  // ep is inside dp, not a factor of the world
+    CHECK(g.ep().size() == ep);
+    CHECK(g.expert_dp().size() == dp / ep);
+    const int d = g.dp().rank();
+    CHECK(g.ep().rank() == d % ep);
+    CHECK(g.expert_dp().rank() == d / ep);
+    const auto epm = members(g.ep(), rank), edpm = members(g.expert_dp(), rank);
+    for (int i = 0; i < ep; ++i) CHECK(epm[i] == rank + (i - d % ep) * tp);
+    for (int i = 0; i < dp / ep; ++i) CHECK(edpm[i] == rank + (i - d / ep) * ep * tp);
+  }
+  CHECK(Grid(MPI_COMM_WORLD, resolve_shape(0, 1, 1, 8, 4)).describe() ==
+        "Process grid: 8 (dp) x 1 (tp) x 1 (pp) = 8 MPI ranks, experts over 4 (ep) x 2 (expert dp) inside dp, mpi backend");
+}
+
 TEST_CASE("grid shapes that do not fill the world are rejected", "[np8]") {
   CHECK_THROWS_WITH(resolve_shape(3, 1, 1, 8), Catch::Contains("needs dp * tp * pp = 3 MPI ranks, but the job has 8"));
   CHECK_THROWS_WITH(resolve_shape(0, 3, 1, 8), Catch::Contains("tp * pp = 3 must divide"));

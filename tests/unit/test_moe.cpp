@@ -9,6 +9,7 @@
 #include "gridtrain/model/llama.hpp"
 #include "gridtrain/model/moe.hpp"
 #include "gridtrain/model/registry.hpp"
+#include "gridtrain/plan/launch_plan.hpp"
 #include "../support/config_problems.hpp"
 
 using namespace gridtrain;
@@ -144,3 +145,19 @@ TEST_CASE("moe: keys that cannot run are refused by name, every problem at once"
   REQUIRE(layout.size() == 1);
   CHECK_THAT(layout[0], Catch::Contains("moe.experts = 4 with grid.tp = 2"));
 }
+
+TEST_CASE("moe: expert-parallel layouts that cannot run are refused by name, every problem at once", "[moe]") {
+  const Config c = parse_config("", "test", {"--model.type=llama", "--moe.experts=6", "--optim.zero_stage=3",
+                                             "--train.global_batch=64"});
+  const auto problems = layout_problems(c, GridShape{4, 1, 1, 4});
+  REQUIRE(problems.size() == 2);
+  CHECK_THAT(problems[0], Catch::Contains("moe.experts = 6 is not divisible by grid.ep = 4"));
+  CHECK_THAT(problems[1], Catch::Contains("optim.zero_stage = 3 with grid.ep = 4"));
+  CHECK_THAT(layout_problems(c, GridShape{6, 1, 1, 4}).front(), Catch::Contains("grid.ep = 4 does not divide grid.dp = 6"));
+  CHECK(layout_problems(parse_config("", "test", {"--model.type=llama", "--moe.experts=8", "--train.global_batch=64"}),
+                        GridShape{4, 1, 1, 4}).empty());
+  const Config dense = parse_config("", "test", {"--model.type=llama"});
+  CHECK_THAT(layout_problems(dense, GridShape{2, 1, 1, 2}).front(),
+             Catch::Contains("grid.ep = 2 splits the experts of MoE layers, but moe.experts = 0"));
+}
+

@@ -34,6 +34,9 @@ bool language_model(const Config& c);
 /// (sdpa or auto) rather than the written-out math.
 bool fused_attention(const Config& c);
 
+/// The width F_e of c's MoE experts: moe.ffn_hidden, or the dense SwiGLU width it defaults to.
+std::int64_t expert_width(const Config& c);
+
 /// What keeps c's model from running with tp tensor-parallel and pp pipeline ranks, each naming
 /// the keys and what would be valid; empty: it can.
 std::vector<std::string> model_layout_problems(const Config& c, int tp, int pp);

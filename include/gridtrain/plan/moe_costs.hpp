@@ -1,0 +1,34 @@
+// What a mixture-of-experts deck costs beyond the dense accounting (G22 §4): parameters in all
+// and per token, this rank's experts and their state, and the token dispatch's all-to-all
+// traffic. Torch-free: --dry-run and predict use it.
+#pragma once
+#include <array>
+#include <string>
+
+#include "gridtrain/config/config.hpp"
+#include "gridtrain/grid/grid.hpp"
+
+namespace gridtrain {
+
+struct MoeCosts {
+  double total_params = 0;   ///< the whole model's, every expert counted
+  double active_params = 0;  ///< what one token runs through: k of the E experts in each MoE layer
+  double expert_params = 0;  ///< this rank's experts' (E / ep per MoE layer)
+  /// Their parameters, gradients and optimizer state per rank, bytes, sharded by ZeRO over the
+  /// expert-data-parallel dp / ep ranks (zero_state_bytes).
+  std::array<double, 3> expert_state{};
+  /// Bytes a rank sends per step on ep under uniform routing: per MoE layer and micro-batch four
+  /// exchanges (dispatch and combine; their gradients in backward) of the B·T·k routed rows of
+  /// C elements, of which (ep − 1)/ep leave the rank: 4 · L_moe · M · B·T·k · C · elem · (ep − 1)/ep.
+  double all_to_all_bytes = 0;
+};
+
+/// c's costs on grid g: rank_params this rank's parameter count (the dry-run's, which holds its
+/// ep rank's experts; pipeline stages hold no MoE layers yet, so it is the whole model but them),
+/// accumulation micro-batches per step, elem bytes per activation element.
+MoeCosts moe_costs(const Config& c, const GridShape& g, double rank_params, int accumulation, int elem);
+
+/// The dry-run's lines for m: "MoE: ...".
+std::string describe(const MoeCosts& m, const Config& c, const GridShape& g);
+
+}  // namespace gridtrain
