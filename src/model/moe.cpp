@@ -48,6 +48,12 @@ torch::Tensor RouterLog::loss() const {
   return z_coeff_ > 0.0 ? out + z_coeff_ * z_loss() : out;
 }
 
+std::vector<torch::Tensor> RouterLog::counts() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& l : layers_) out.push_back(l.counts);
+  return out;
+}
+
 MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
                const EpRegion& region)
     : experts_total_(s.experts), top_k_(s.top_k), region_(region), norm_topk_prob_(s.norm_topk_prob), log_(log) {

@@ -72,6 +72,8 @@ class RouterLog {
   torch::Tensor z_loss() const;
   /// aux_loss_coeff · aux_loss + z_loss_coeff · z_loss: what a micro-batch's loss adds per token.
   torch::Tensor loss() const;
+  /// Each logged layer's routed slots per expert, (E,) fp32, in forward order (no gradient).
+  std::vector<torch::Tensor> counts() const;
 
  private:
   struct Layer {

@@ -1,0 +1,77 @@
+#include "gridtrain/app/router_stats.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "gridtrain/model/language_model.hpp"
+
+namespace gridtrain {
+
+namespace {
+const LanguageModel& language_model(Model& m) {
+  const auto* lm = dynamic_cast<const LanguageModel*>(&m);
+  if (!lm) throw std::invalid_argument("RouterStats: MoE layers belong to a language model");
+  return *lm;
+}
+}  // namespace
+
+RouterStats::RouterStats(const FixContext& ctx) : grid_(ctx.grid), model_(language_model(ctx.model)) {
+  for (int i = 0; i < ctx.cfg.model.n_layer; ++i)
+    if (ctx.cfg.moe.on(i)) layers_.push_back(i);
+}
+
+// Device operations only: the figures stay on the device until the thermo line.
+torch::Tensor RouterStats::on_loss(long long, torch::Tensor loss) {
+  const auto& log = model_.routers();
+  if (log.empty()) return loss;
+  torch::NoGradGuard no_grad;
+  const auto aux = log.aux_loss().detach(), z = log.z_loss().detach();
+  aux_ = aux_.defined() ? aux_ + aux : aux;
+  z_ = z_.defined() ? z_ + z : z;
+  const auto counts = log.counts();
+  if (load_.empty()) load_.assign(counts.size(), torch::Tensor());
+  for (std::size_t l = 0; l < counts.size(); ++l) load_[l] = load_[l].defined() ? load_[l] + counts[l] : counts[l];
+  micro_batches_ += 1;
+  return loss;
+}
+
+// Collective over the grid: the last stage's tp rank 0 of every replica contributes (the others
+// hold no loss, or the same figures again).
+void RouterStats::columns(std::vector<ReportColumn>& out) {
+  const bool mine = micro_batches_ > 0 && grid_.represents({AxisId::Tp});
+  std::vector<double> sums = {mine ? aux_.item<double>() : 0.0, mine ? z_.item<double>() : 0.0,
+                              mine ? micro_batches_ : 0.0};
+  std::int64_t experts = 0;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const auto c = mine && l < load_.size() ? load_[l].to(torch::kDouble).cpu() : torch::Tensor();
+    experts = std::max<std::int64_t>(experts, c.defined() ? c.numel() : 0);
+    for (std::int64_t e = 0; e < (c.defined() ? c.numel() : 0); ++e) sums.push_back(c[e].item<double>());
+  }
+  double e_max = static_cast<double>(experts);  // the same E everywhere; ranks without figures learn it
+  grid_.world().blocking_max(&e_max, 1, "router experts");
+  sums.resize(3 + layers_.size() * static_cast<std::size_t>(e_max), 0.0);
+  grid_.world().blocking_sum(sums.data(), static_cast<int>(sums.size()), "router statistics");
+  aux_ = z_ = torch::Tensor();
+  load_.clear();
+  micro_batches_ = 0;
+  const double n = std::max(sums[2], 1.0);
+  out.push_back({"moe_aux_loss", sums[0] / n, "moe/aux_loss", "Aux", sums[0] / n});
+  out.push_back({"moe_z_loss", sums[1] / n, "moe/z_loss"});
+  double worst = 0;
+  std::vector<ReportColumn> per_layer;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const auto first = sums.begin() + 3 + static_cast<std::ptrdiff_t>(l * static_cast<std::size_t>(e_max));
+    const auto last = first + static_cast<std::ptrdiff_t>(e_max);
+    double total = 0;
+    for (auto it = first; it != last; ++it) total += *it;
+    const double ratio = total > 0 ? *std::max_element(first, last) / (total / e_max) : 0.0;
+    worst = std::max(worst, ratio);
+    const std::string layer = std::to_string(layers_[l]);
+    per_layer.push_back({"moe_max_load_" + layer, ratio, "moe/max_load_" + layer});
+  }
+  out.push_back({"moe_max_load", worst, "moe/max_load", "MaxLoad", worst});
+  for (auto& c : per_layer) out.push_back(std::move(c));
+}
+
+}  // namespace gridtrain
