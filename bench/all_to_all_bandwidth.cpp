@@ -20,18 +20,14 @@
 
 #include "gridtrain/comm/axis.hpp"
 #include "gridtrain/parallel/expert_parallel.hpp"
-#include "gridtrain/util/process_setup.hpp"
 #include "bench_mpi.hpp"
 
 using namespace gridtrain;
 using bench::time_it;
 
 int main(int argc, char** argv) {
-  prepare_process();
-  MPI_Init(&argc, &argv);
-  int rank = 0, p = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  const auto world = bench::start(argc, argv, 1, "bench_all_to_all_bandwidth [C] [MAX_ROWS]");
+  const int rank = world.rank, p = world.size;
   const std::int64_t C = argc > 1 ? std::atoll(argv[1]) : 1024, max_rows = argc > 2 ? std::atoll(argv[2]) : 65536;
   MPI_Comm dup;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);

@@ -16,7 +16,8 @@ const LanguageModel& language_model(Model& m) {
 }
 }  // namespace
 
-RouterStats::RouterStats(const FixContext& ctx) : grid_(ctx.grid), model_(language_model(ctx.model)) {
+RouterStats::RouterStats(const FixContext& ctx)
+    : grid_(ctx.grid), model_(language_model(ctx.model)), experts_(ctx.cfg.moe.experts) {
   for (int i = 0; i < ctx.cfg.model.n_layer; ++i)
     if (ctx.cfg.moe.on(i)) layers_.push_back(i);
 }
@@ -42,15 +43,12 @@ void RouterStats::columns(std::vector<ReportColumn>& out) {
   const bool mine = micro_batches_ > 0 && grid_.represents({AxisId::Tp});
   std::vector<double> sums = {mine ? aux_.item<double>() : 0.0, mine ? z_.item<double>() : 0.0,
                               mine ? micro_batches_ : 0.0};
-  std::int64_t experts = 0;
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const auto c = mine && l < load_.size() ? load_[l].to(torch::kDouble).cpu() : torch::Tensor();
-    experts = std::max<std::int64_t>(experts, c.defined() ? c.numel() : 0);
-    for (std::int64_t e = 0; e < (c.defined() ? c.numel() : 0); ++e) sums.push_back(c[e].item<double>());
+  sums.resize(3 + layers_.size() * static_cast<std::size_t>(experts_), 0.0);  // zeros where this rank has none
+  const auto layer_at = [&](std::size_t l) { return sums.begin() + 3 + static_cast<std::ptrdiff_t>(l) * experts_; };
+  for (std::size_t l = 0; mine && l < load_.size(); ++l) {
+    const auto c = load_[l].to(torch::kDouble).cpu();
+    std::copy(c.data_ptr<double>(), c.data_ptr<double>() + experts_, layer_at(l));
   }
-  double e_max = static_cast<double>(experts);  // the same E everywhere; ranks without figures learn it
-  grid_.world().blocking_max(&e_max, 1, "router experts");
-  sums.resize(3 + layers_.size() * static_cast<std::size_t>(e_max), 0.0);
   grid_.world().blocking_sum(sums.data(), static_cast<int>(sums.size()), "router statistics");
   aux_ = z_ = torch::Tensor();
   load_.clear();
@@ -61,11 +59,10 @@ void RouterStats::columns(std::vector<ReportColumn>& out) {
   double worst = 0;
   std::vector<ReportColumn> per_layer;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const auto first = sums.begin() + 3 + static_cast<std::ptrdiff_t>(l * static_cast<std::size_t>(e_max));
-    const auto last = first + static_cast<std::ptrdiff_t>(e_max);
+    const auto first = layer_at(l), last = first + experts_;
     double total = 0;
     for (auto it = first; it != last; ++it) total += *it;
-    const double ratio = total > 0 ? *std::max_element(first, last) / (total / e_max) : 0.0;
+    const double ratio = total > 0 ? *std::max_element(first, last) / (total / static_cast<double>(experts_)) : 0.0;
     worst = std::max(worst, ratio);
     const std::string layer = std::to_string(layers_[l]);
     per_layer.push_back({"moe_max_load_" + layer, ratio, "moe/max_load_" + layer});

@@ -207,8 +207,8 @@ Work Axis::all_to_all_v(const void* in, const std::vector<std::int64_t>& send_ro
   int* recv_count = send_at + us;
   int* recv_at = recv_count + us;
   std::int64_t sent = 0, received = 0;
+  const std::string what = "axis " + name_ + ": all-to-all-v (" + label + ")";
   for (std::size_t r = 0; r < us; ++r) {
-    const std::string what = "axis " + name_ + ": all-to-all-v (" + label + ")";
     send_count[r] = checked_count(static_cast<std::size_t>(send_rows[r]), what);
     send_at[r] = checked_count(static_cast<std::size_t>(sent), what);
     recv_count[r] = checked_count(static_cast<std::size_t>(recv_rows[r]), what);

@@ -28,6 +28,7 @@ class RouterStats final : public Fix {
  private:
   Grid& grid_;
   const LanguageModel& model_;
+  std::int64_t experts_;
   std::vector<std::int64_t> layers_;  // the MoE layers' global indices (every one on this stage)
   // Since the last columns(): Σ aux, Σ z over micro-batches, their count, each layer's (E,) counts.
   torch::Tensor aux_, z_;
