@@ -144,7 +144,7 @@ std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int
       if ((ranks / tp) % pp != 0) continue;
       const int dp = ranks / tp / pp;
       for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-        out.push_back(predict_step(c, data, {dp, tp, pp, zero}, m, o));
+        out.push_back(predict_step(c, data, {dp, tp, pp, zero, c.grid.ep}, m, o));
       }
     }
   }
@@ -255,7 +255,7 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
   const PredictOptions o{r.grad_bytes > 0 ? r.grad_bytes : weight_bytes(cfg.precision.weights)};
   std::vector<Prediction> ps;
   if (!L.empty()) {
-    const StepLayout layout{{L[0], L[1], L[2]}, L.size() == 4 ? L[3] : cfg.optim.zero_stage};
+    const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage, cfg.grid.ep};
     ps.push_back(predict_step(cfg, data, layout, m, o));
   } else {
     ps = rank_layouts(cfg, data, r.ranks, m, o);

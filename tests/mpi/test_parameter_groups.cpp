@@ -27,11 +27,11 @@ torch::Tensor grad_of(std::size_t i, int r, const torch::Tensor& p) {
   return at::randn(p.sizes(), gen);
 }
 
-// The mean of parameter i's gradient over ranks first..first+n−1.
-torch::Tensor mean_over(std::size_t i, int first, int n, const torch::Tensor& p) {
+// Parameter i's gradient summed over ranks first..first+n−1, divided by dp.
+torch::Tensor sum_over(std::size_t i, int first, int n, int dp, const torch::Tensor& p) {
   auto sum = torch::zeros_like(p);
   for (int r = first; r < first + n; ++r) sum += grad_of(i, r, p);
-  return sum / n;
+  return sum / dp;
 }
 
 struct TwoGroups {
@@ -51,7 +51,9 @@ struct TwoGroups {
 
 }  // namespace
 
-TEST_CASE("each parameter group averages its gradients over its own axis", "[np4]") {
+// Every group's gradient is its sum over its own axis divided by dp (not by the axis's size): an
+// expert's rows come from every ep rank's micro-batch (parameter_groups.hpp).
+TEST_CASE("each parameter group sums its gradients over its own axis and divides by dp", "[np4]") {
   TwoGroups f;
   REQUIRE(f.size == 4);
   for (int stage : {0, 1, 2}) {
@@ -66,10 +68,10 @@ TEST_CASE("each parameter group averages its gradients over its own axis", "[np4
       g.begin_backward(true);
       for (std::size_t i = 0; i < f.params.size(); ++i) (f.params[i] * grad_of(i, f.rank, f.params[i])).sum().backward();
       g.finish();
-      double expected_sq = 0;  // Σ over distinct elements: the dense mean once, each half's expert mean once
+      double expected_sq = 0;  // Σ over distinct elements: the dense gradient once, each half's expert gradient once
       for (std::size_t i = 0; i < f.params.size(); ++i) {
         const bool expert = f.group_of[i] == 1;
-        const auto want = expert ? mean_over(i, f.rank / 2 * 2, 2, f.params[i]) : mean_over(i, 0, 4, f.params[i]);
+        const auto want = expert ? sum_over(i, f.rank / 2 * 2, 2, f.size, f.params[i]) : sum_over(i, 0, 4, f.size, f.params[i]);
         const auto have = g.reduced_gradient(i);
         // 1e-6: the allreduce adds the ranks' fp32 gradients in its own order, the reference in
         // rank order; 2–4 terms of order 1 differ by a few ulps (~1e-7). A wrong axis or weight
@@ -81,12 +83,12 @@ TEST_CASE("each parameter group averages its gradients over its own axis", "[np4
           CHECK(torch::allclose(have, want.flatten().narrow(0, piece.offset, have.numel()), 1e-6, 1e-6));
         }
         for (int h = 0; h < (expert ? 2 : 1); ++h)
-          expected_sq += (expert ? mean_over(i, 2 * h, 2, f.params[i]) : want).to(torch::kDouble).square().sum().item<double>();
+          expected_sq += (expert ? sum_over(i, 2 * h, 2, f.size, f.params[i]) : want).to(torch::kDouble).square().sum().item<double>();
       }
       double sq = g.gradient_sq({0, 1, 2, 3}, torch::kCPU).item<double>();
       MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
       // The step guard's convention: the sum over the grid counts every element dp times.
-      // 1e-6 relative: fp32 norms combined in fp64, against fp64 sums of the fp32 means.
+      // 1e-6 relative: fp32 norms combined in fp64, against fp64 sums of the fp32 gradients.
       CHECK(sq / f.size == Approx(expected_sq).epsilon(1e-6));
     }
   }

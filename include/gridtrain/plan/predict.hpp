@@ -58,9 +58,12 @@ struct Machine {
 /// Throws gridtrain::Error for another name, listing the known ones.
 Machine device_machine(const std::string& name, PrecisionType precision, double achievable);
 
-/// A layout to weigh: the grid's shape (every axis's size) and the ZeRO stage.
+/// A layout to weigh: the grid's shape (every axis's size) and the ZeRO stage. The constructor, not
+/// aggregate initialisation, so that {dp, tp, pp, zero} can never fill GridShape::ep with the stage.
 struct StepLayout : GridShape {
   int zero = 0;
+  StepLayout() = default;
+  StepLayout(int dp_, int tp_, int pp_, int zero_, int ep_ = 1) : GridShape{dp_, tp_, pp_, ep_}, zero(zero_) {}
 };
 
 struct Prediction {
