@@ -1,8 +1,8 @@
 // Run under mpiexec -n 4: expert parallelism (parallel/expert_parallel.hpp). The token dispatch
 // alone, at ep 1, 2 and 4: every row reaches the expert that was chosen for it, and permute →
 // unpermute with weights 1/k gives back the input and its gradient. Then the MoE llama at
-// (dp 4, ep 2), (dp 4, ep 4) and with ZeRO 1 over the expert-data-parallel ranks trains as one
-// rank does; a checkpoint written at ep 4 resumes at ep 2 and that one's loads on one rank; and
+// (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) and with ZeRO 1 and 2 over the
+// expert-data-parallel ranks trains as one rank does; a checkpoint written at ep 4 resumes at ep 2 and that one's loads on one rank; and
 // a resume at ep 2 is bit-exact.
 #include <torch/torch.h>
 
@@ -68,19 +68,23 @@ TEST_CASE("token dispatch: rows reach their experts, and permute then unpermute 
   }
 }
 
-TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4) and ZeRO 1 over expert dp train as one rank", "[np4]") {
+TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) and ZeRO 1, 2 over expert dp train "
+          "as one rank", "[np4]") {
   const auto dir = shared_dir("moe-ep");
   QuietTrainer one(moe_llama(dir, 5, 1), MPI_COMM_SELF);
   const RunResult want = one.run();
   struct Layout {
-    int ep, zero;
+    int dp, ep, tp, zero;
   };
-  for (const Layout l : {Layout{2, 0}, Layout{4, 0}, Layout{2, 1}, Layout{4, 2}}) {
-    CAPTURE(l.ep, l.zero);
-    Config c = moe_llama(dir, 5, 4);
+  for (const Layout l : {Layout{4, 2, 1, 0}, Layout{4, 4, 1, 0}, Layout{2, 2, 2, 0}, Layout{4, 2, 1, 1},
+                         Layout{4, 4, 1, 2}}) {
+    CAPTURE(l.dp, l.ep, l.tp, l.zero);
+    Config c = moe_llama(dir, 5, l.dp);
     c.grid.ep = l.ep;
+    c.grid.tp = l.tp;  // experts and router replicated over tp, computed whole on every tp rank
     c.optim.zero_stage = l.zero;
-    c.checkpoint.dir = dir + "/ckpt-ep" + std::to_string(l.ep) + "-zero" + std::to_string(l.zero);
+    c.checkpoint.dir = dir + "/ckpt-ep" + std::to_string(l.ep) + "-tp" + std::to_string(l.tp) + "-zero" +
+                       std::to_string(l.zero);
     QuietTrainer t(c);
     check_same_run(t.run(), want, 1e-5);
     // Every ep rank's experts reach the file, under their global indices.

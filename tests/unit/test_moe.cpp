@@ -141,9 +141,13 @@ TEST_CASE("moe: keys that cannot run are refused by name, every problem at once"
   CHECK_THAT(test::config_problems({"--moe.layers=1,x"}), Catch::Contains("'x' is not a layer index"));
   const Config c = parse_config("", "test", {"--model.type=llama", "--moe.experts=4", "--moe.layers=1,3"});
   CHECK(parse_config(config_text(c), "echo", {}).moe.list == std::vector<int>({1, 3}));
-  const auto layout = model_layout_problems(c, 2, 1);
+  CHECK(model_layout_problems(c, 2, 1).empty());  // experts replicated over tp
+  const auto layout = model_layout_problems(c, 1, 2);
   REQUIRE(layout.size() == 1);
-  CHECK_THAT(layout[0], Catch::Contains("moe.experts = 4 with grid.tp = 2"));
+  CHECK_THAT(layout[0], Catch::Contains("moe.experts = 4 with grid.pp = 2"));
+  Config sp = c;
+  sp.grid.sequence_parallel = true;
+  CHECK_THAT(model_layout_problems(sp, 2, 1).at(0), Catch::Contains("grid.tp = 2 and grid.sequence_parallel = true"));
 }
 
 TEST_CASE("moe: expert-parallel layouts that cannot run are refused by name, every problem at once", "[moe]") {
