@@ -86,6 +86,10 @@ torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const to
   return routers_.empty() ? sum : sum + routers_.loss() * items(targets);
 }
 
+torch::Tensor LanguageModel::head_sums(const torch::Tensor& hidden, const torch::Tensor& targets) {
+  return per_token_loss(hidden, targets).sum().reshape({1});
+}
+
 void LanguageModel::check_context(const torch::Tensor& idx, const KvCache* cache) const {
   const auto end = (cache ? cache->length : 0) + idx.size(1), T = language_plan().block_size();
   if (end > T)

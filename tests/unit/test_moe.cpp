@@ -1,6 +1,7 @@
 // Mixture of experts (model/moe.hpp): the balancing losses against their formulas at perfect
 // balance and at collapse, the MoE MLP against a token-by-token evaluation of its definition,
-// the llama's plan against the module it builds, and the [moe] keys refused by name, all at once.
+// the llama's plan against the module it builds, training's loss against validation's, and the [moe]
+// keys refused by name, all at once.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>  // after torch: its CHECK replaces c10's
@@ -165,3 +166,23 @@ TEST_CASE("moe: expert-parallel layouts that cannot run are refused by name, eve
              Catch::Contains("grid.ep = 2 splits the experts of MoE layers, but moe.experts = 0"));
 }
 
+
+TEST_CASE("moe: training's loss adds the balancing losses, validation's is the cross-entropy alone", "[moe]") {
+  const Config c = parse_config("", "test", {"--model.type=llama", "--model.n_layer=2", "--model.n_head=2",
+                                             "--model.n_embd=16", "--model.block_size=8", "--moe.experts=4",
+                                             "--moe.ffn_hidden=8", "--moe.aux_loss_coeff=0.5", "--moe.z_loss_coeff=0.1"});
+  const DataShape data{50};
+  const auto model = make_model(c, data);
+  model->initialize(3);
+  const auto rows = torch::randint(50, {2, 9}, torch::kLong);
+  const auto [idx, targets] = model->split(rows);
+  const auto hidden = model->stage_forward(idx, 0, idx);
+  const double items = model->items(targets);
+  const auto& lm = dynamic_cast<const LanguageModel&>(*model);
+  const double balancing = lm.routers().loss().item<double>();
+  REQUIRE(balancing > 0.0);  // 0.5 · aux + 0.1 · z: the two losses below must differ by it
+  const double trained = model->head_loss_sum(hidden, targets).item<double>();
+  const double validated = model->head_sums(hidden, targets)[0].item<double>();
+  CHECK(validated == Approx(model->loss(idx, targets).item<double>() * items).epsilon(1e-6));
+  CHECK(trained - validated == Approx(balancing * items).epsilon(1e-5));
+}

@@ -202,7 +202,12 @@ namespace gridtrain {
 class LanguageModel : public Model {
  public:
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets) override;  // idx, targets (B, T)
+  /// The cross-entropy summed over the targets' items, plus with MoE layers the micro-batch's
+  /// balancing losses (RouterLog::loss) weighted by its items: what training minimises.
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) override;
+  /// The cross-entropy sum alone, (1,): validation reports the language-model loss, comparable
+  /// with a dense model's, without the balancing terms.
+  torch::Tensor head_sums(const torch::Tensor& hidden, const torch::Tensor& targets) override;
   /// With DocumentRules::mask_loss the targets are kNoLoss after an end-of-document token.
   std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
   /// The targets that carry loss: all, or with DocumentRules::mask_loss those not kNoLoss.
