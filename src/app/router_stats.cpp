@@ -9,8 +9,8 @@
 namespace gridtrain {
 
 namespace {
-const LanguageModel& language_model(Model& m) {
-  const auto* lm = dynamic_cast<const LanguageModel*>(&m);
+LanguageModel& language_model(Model& m) {
+  auto* lm = dynamic_cast<LanguageModel*>(&m);
   if (!lm) throw std::invalid_argument("RouterStats: MoE layers belong to a language model");
   return *lm;
 }
@@ -22,36 +22,35 @@ RouterStats::RouterStats(const FixContext& ctx)
     if (ctx.cfg.moe.on(i)) layers_.push_back(i);
 }
 
-// Device operations only: the figures stay on the device until the thermo line.
+// Device operations only: the figures stay on the device until the thermo line. On the last
+// stage, whose router log holds every stage's sums.
 torch::Tensor RouterStats::on_loss(long long, torch::Tensor loss) {
   const auto& log = model_.routers();
-  if (log.empty()) return loss;
   torch::NoGradGuard no_grad;
   const auto aux = log.aux_loss().detach(), z = log.z_loss().detach();
   aux_ = aux_.defined() ? aux_ + aux : aux;
   z_ = z_.defined() ? z_ + z : z;
-  const auto counts = log.counts();
-  if (load_.empty()) load_.assign(counts.size(), torch::Tensor());
-  for (std::size_t l = 0; l < counts.size(); ++l) load_[l] = load_[l].defined() ? load_[l] + counts[l] : counts[l];
   micro_batches_ += 1;
   return loss;
 }
 
-// Collective over the grid: the last stage's tp rank 0 of every replica contributes (the others
-// hold no loss, or the same figures again).
+// Collective over the grid: tp rank 0 of every replica contributes, the last stage its balancing
+// losses and every stage its layers' load (the other tp ranks hold the same figures again).
 void RouterStats::columns(std::vector<ReportColumn>& out) {
-  const bool mine = micro_batches_ > 0 && grid_.represents({AxisId::Tp});
-  std::vector<double> sums = {mine ? aux_.item<double>() : 0.0, mine ? z_.item<double>() : 0.0,
-                              mine ? micro_batches_ : 0.0};
-  sums.resize(3 + layers_.size() * static_cast<std::size_t>(experts_), 0.0);  // zeros where this rank has none
+  const bool mine = grid_.represents({AxisId::Tp});
+  const bool losses = mine && micro_batches_ > 0;
+  std::vector<double> sums = {losses ? aux_.item<double>() : 0.0, losses ? z_.item<double>() : 0.0,
+                              losses ? micro_batches_ : 0.0};
+  sums.resize(3 + layers_.size() * static_cast<std::size_t>(experts_), 0.0);  // zeros for other stages' layers
   const auto layer_at = [&](std::size_t l) { return sums.begin() + 3 + static_cast<std::ptrdiff_t>(l) * experts_; };
-  for (std::size_t l = 0; mine && l < load_.size(); ++l) {
-    const auto c = load_[l].to(torch::kDouble).cpu();
+  for (const auto& [layer, counts] : model_.routers().take_load()) {
+    if (!mine) continue;
+    const auto l = static_cast<std::size_t>(std::lower_bound(layers_.begin(), layers_.end(), layer) - layers_.begin());
+    const auto c = counts.to(torch::kDouble).cpu();
     std::copy(c.data_ptr<double>(), c.data_ptr<double>() + experts_, layer_at(l));
   }
   grid_.world().blocking_sum(sums.data(), static_cast<int>(sums.size()), "router statistics");
   aux_ = z_ = torch::Tensor();
-  load_.clear();
   micro_batches_ = 0;
   const double n = std::max(sums[2], 1.0);
   out.push_back({"moe_aux_loss", sums[0] / n, "moe/aux_loss", "Aux", sums[0] / n});

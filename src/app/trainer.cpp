@@ -96,7 +96,7 @@ void Trainer::build_model() {
                                              [&plan](int rows) { return plan.activation_shape(rows); },
                                              stack_->masters() ? compute_dtype(cfg_.precision.weights) : torch::kFloat,
                                              device_, model_->first_stage(), model_->last_stage(), !stack_->tied().empty(),
-                                             model_->input_on_every_stage(), timer_);
+                                             model_->input_on_every_stage(), model_->carried_width(), timer_);
   std::vector<std::vector<const Axis*>> columns;  // one per axis; pp's with the tied-embedding pair split off it
   for (const AxisInfo& a : kAxes) columns.push_back({&grid_->axis(a.id)});
   if (const Axis* pair = engine_->tied_axis()) columns[index_of(AxisId::Pp)].push_back(pair);
@@ -104,11 +104,13 @@ void Trainer::build_model() {
 }
 
 PipelineEngine::Forward Trainer::stage_forward(long long s) {
-  return [this, s](const torch::Tensor& x, const torch::Tensor& input, const torch::Tensor& targets, int chunk) {
+  return [this, s](const PipelineEngine::Pass& in, const torch::Tensor& input, const torch::Tensor& targets,
+                   int chunk) -> PipelineEngine::Pass {
     AutocastGuard autocast(cfg_.precision.type, device_);
-    auto y = model_->stage_forward(x, chunk, input);
-    if (!targets.defined()) return y;
-    return fixes_.on_loss(s, model_->head_loss_sum(y, targets));
+    model_->carry_in(in.sums);
+    auto y = model_->stage_forward(in.x, chunk, input);
+    if (!targets.defined()) return {y, model_->carry_out()};
+    return {fixes_.on_loss(s, model_->head_loss_sum(y, targets)), {}};
   };
 }
 

@@ -55,12 +55,13 @@ std::array<double, 3> Validation::sums(const Subset& subset, Model& model, Pipel
   };
   // The last stage's sums: head_sums' (the loss first, then for a classifier its correct
   // predictions), then the items counted (those that carry loss).
-  auto forward = [&](const torch::Tensor& x, const torch::Tensor& input, const torch::Tensor& targets, int chunk) {
+  auto forward = [&](const PipelineEngine::Pass& in, const torch::Tensor& input, const torch::Tensor& targets,
+                     int chunk) -> PipelineEngine::Pass {
     AutocastGuard autocast(precision_, device);
-    auto y = model.stage_forward(x, chunk, input);
-    if (!targets.defined()) return y;
+    auto y = model.stage_forward(in.x, chunk, input);  // the carried sums serve training's loss only
+    if (!targets.defined()) return {y, {}};
     const auto items = torch::full({1}, model.items(targets), torch::TensorOptions(torch::kDouble).device(device));
-    return torch::cat({model.head_sums(y, targets).to(torch::kDouble), items});
+    return {torch::cat({model.head_sums(y, targets).to(torch::kDouble), items}), {}};
   };
   const auto sums = engine.evaluate(rows, subset.most, micro_batch, batch, forward);
   const bool counts = model.last_stage() && grid_.represents({AxisId::Tp}) && !sums.empty();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <stdexcept>
 
 #include "gridtrain/model/recompute.hpp"
@@ -83,7 +84,7 @@ torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const to
   auto sum = per_token_loss(hidden, targets).sum();
   // The balancing losses weigh as the micro-batch's tokens do, so that the step's mean over its
   // tokens (every layout divides by the same count) is their token-weighted mean over micro-batches.
-  return routers_.empty() ? sum : sum + routers_.loss() * items(targets);
+  return routers_.enabled() ? sum + routers_.loss() * items(targets) : sum;
 }
 
 torch::Tensor LanguageModel::head_sums(const torch::Tensor& hidden, const torch::Tensor& targets) {
@@ -133,7 +134,7 @@ torch::Tensor LanguageModel::stage_forward(const torch::Tensor& input, int chunk
     throw std::logic_error(describe() + ": document-aware training needs each micro-batch's ids on every stage");
   const lm::Documents documents = lm::documents(ids, documents_);
   const bool embeds = first_stage() && chunk == 0;
-  if (embeds) routers_.clear();  // a new micro-batch
+  routers_.start(std::exchange(carried_, {}));  // a micro-batch's pass: the sums of the stages before
   return run_blocks(embeds ? embed(input, 0, documents.positions) : input, nullptr, chunk, documents);
 }
 
@@ -155,7 +156,7 @@ torch::Tensor LanguageModel::logits(const torch::Tensor& idx, KvCache* cache) {
   if (language_plan().tp() || !first_stage() || !last_stage() || gathers())
     throw std::logic_error(describe() + ": logits need the whole model on one rank, not sharded by ZeRO stage 3");
   check_context(idx, cache);
-  routers_.clear();
+  routers_.start({});
   auto x = run_blocks(embed(idx, cache ? cache->length : 0, {}), cache, 0);
   return dense(final_norm(x), head_weight()).to(torch::kFloat);
 }

@@ -98,7 +98,7 @@ LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& 
     return;
   }
   const auto expert = [&](std::int64_t width) { return std::make_shared<LlamaMlp>(s.n_embd, width, TpRegion{}); };
-  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers, experts));
+  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers, layer, experts));
 }
 
 torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {

@@ -1,6 +1,8 @@
 #include "gridtrain/model/moe.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <utility>
 
 #include <ATen/autocast_mode.h>
 
@@ -22,41 +24,45 @@ std::vector<std::string> MoeShape::mlp_names(std::int64_t first, std::int64_t co
   return out;
 }
 
-void RouterLog::add(const torch::Tensor& logits, const torch::Tensor& probs, const torch::Tensor& chosen) {
+void RouterLog::start(const torch::Tensor& upstream) { sums_ = upstream; }
+
+void RouterLog::add(std::int64_t layer, const torch::Tensor& logits, const torch::Tensor& probs,
+                    const torch::Tensor& chosen) {
   const auto counts = torch::zeros({experts_}, probs.options())
                           .index_add_(0, chosen.reshape({-1}), torch::ones({chosen.numel()}, probs.options()));
-  layers_.push_back({counts, probs.sum(0), logits.logsumexp(-1).square().sum(), logits.size(0)});
+  const auto rows = torch::full({1}, static_cast<double>(logits.size(0)), probs.options());
+  const auto layer_sums = torch::cat({counts, probs.sum(0), logits.logsumexp(-1).square().sum().reshape({1}), rows});
+  // 0 + x is x exactly: a first stage's sums equal those one stage would have.
+  sums_ = sums_.defined() ? sums_ + layer_sums : layer_sums;
+  if (!torch::GradMode::is_enabled()) return;  // validation or generation: not the training load
+  auto at = std::find_if(load_.begin(), load_.end(), [&](const auto& l) { return l.first >= layer; });
+  if (at != load_.end() && at->first == layer) at->second = at->second + counts;
+  else load_.insert(at, {layer, counts});
+}
+
+torch::Tensor RouterLog::part(std::int64_t first, std::int64_t n) const {
+  if (!sums_.defined()) throw std::logic_error("RouterLog: no MoE layer has run in this micro-batch");
+  return sums_.narrow(0, first, n);
 }
 
 torch::Tensor RouterLog::aux_loss() const {
-  torch::Tensor counts = layers_.at(0).counts, prob_sum = layers_[0].prob_sum;
-  double rows = static_cast<double>(layers_[0].rows);
-  for (std::size_t l = 1; l < layers_.size(); ++l)
-    counts = counts + layers_[l].counts, prob_sum = prob_sum + layers_[l].prob_sum, rows += layers_[l].rows;
-  return static_cast<double>(experts_) * (counts / rows * (prob_sum / rows)).sum();
+  const auto rows = part(2 * experts_ + 1, 1).detach();
+  const auto f = part(0, experts_).detach() / rows, p = part(experts_, experts_) / rows;
+  return static_cast<double>(experts_) * (f * p).sum();
 }
 
-torch::Tensor RouterLog::z_loss() const {
-  torch::Tensor sum = layers_.at(0).z_sum;
-  double rows = static_cast<double>(layers_[0].rows);
-  for (std::size_t l = 1; l < layers_.size(); ++l) sum = sum + layers_[l].z_sum, rows += layers_[l].rows;
-  return sum / rows;
-}
+torch::Tensor RouterLog::z_loss() const { return (part(2 * experts_, 1) / part(2 * experts_ + 1, 1).detach()).squeeze(); }
 
 torch::Tensor RouterLog::loss() const {
   auto out = aux_coeff_ * aux_loss();
   return z_coeff_ > 0.0 ? out + z_coeff_ * z_loss() : out;
 }
 
-std::vector<torch::Tensor> RouterLog::counts() const {
-  std::vector<torch::Tensor> out;
-  for (const auto& l : layers_) out.push_back(l.counts);
-  return out;
-}
+std::vector<std::pair<std::int64_t, torch::Tensor>> RouterLog::take_load() { return std::exchange(load_, {}); }
 
 MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
-               const EpRegion& region)
-    : experts_total_(s.experts), top_k_(s.top_k), region_(region), norm_topk_prob_(s.norm_topk_prob), log_(log) {
+               std::int64_t layer, const EpRegion& region)
+    : experts_total_(s.experts), top_k_(s.top_k), layer_(layer), region_(region), norm_topk_prob_(s.norm_topk_prob), log_(log) {
   auto bias_free = [](std::int64_t in, std::int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
   };
@@ -80,7 +86,7 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
   const auto probs = logits.softmax(-1);
   auto [top, top_experts] = probs.topk(top_k_, -1);  // (N, k) each
   if (norm_topk_prob_) top = top / top.sum(-1, /*keepdim=*/true);
-  if (log_) log_->add(logits, probs, top_experts);
+  if (log_) log_->add(layer_, logits, probs, top_experts);
   const auto [chosen, by_expert] = top_experts.sort(-1);  // each token's experts ascending: the combine's order
   const TokenDispatch dispatch(chosen, experts_total_, region_);
   // In autocast's dtype, which the experts compute in anyway: the exchange moves 2-byte rows.

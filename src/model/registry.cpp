@@ -47,18 +47,16 @@ std::vector<std::string> llama_layout_problems(const Config& c, int tp, int pp) 
   if (kv_heads(c) % tp != 0)
     problems.push_back("model.n_kv_head = " + std::to_string(kv_heads(c)) + " is not divisible by grid.tp = " + t +
                        "; tensor parallelism splits the key/value heads (valid: grid.tp dividing n_kv_head)");
-  if (c.moe.enabled()) {
-    const std::string experts = "moe.experts = " + std::to_string(c.moe.experts);
-    if (pp > 1)
-      problems.push_back(experts + " with grid.pp = " + std::to_string(pp) + ": the balancing losses over all MoE "
-                         "layers together are not yet carried across pipeline stages; valid: grid.pp = 1");
+  if (c.moe.enabled() && pp > 1)
+    problems.push_back("moe.experts = " + std::to_string(c.moe.experts) + " with grid.pp = " + std::to_string(pp) +
+                       ": MoE layers on pipeline stages are not yet proved to train as one rank; valid: grid.pp = 1");
+  if (c.moe.enabled() && tp > 1 && c.grid.sequence_parallel) {
     // Experts and router are replicated over tp (expert tensor parallelism 1): each tp rank computes
     // the MoE layers whole on its tokens, which only without sequence parallelism are all of them.
-    if (tp > 1 && c.grid.sequence_parallel)
-      problems.push_back(experts + " with grid.tp = " + t + " and grid.sequence_parallel = true: the experts and the "
-                         "router are replicated over tp, and each tp rank would route only its part of the sequence "
-                         "(the balancing losses need every token's); valid: grid.sequence_parallel = false, or "
-                         "grid.tp = 1");
+    problems.push_back("moe.experts = " + std::to_string(c.moe.experts) + " with grid.tp = " + t +
+                       " and grid.sequence_parallel = true: the experts and the router are replicated over tp, and "
+                       "each tp rank would route only its part of the sequence (the balancing losses need every "
+                       "token's); valid: grid.sequence_parallel = false, or grid.tp = 1");
   }
   if (ffn_hidden(c) % tp != 0)
     problems.push_back("the SwiGLU width " + std::to_string(ffn_hidden(c)) + " (model.ffn_hidden) is not divisible by "

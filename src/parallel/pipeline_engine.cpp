@@ -9,20 +9,21 @@ namespace gridtrain {
 
 PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
                                torch::ScalarType activation_dtype, torch::Device device, bool first_stage,
-                               bool last_stage, bool tied, bool input_everywhere, Timer& timer)
+                               bool last_stage, bool tied, bool input_everywhere, std::int64_t carried, Timer& timer)
     : grid_(grid), schedule_(schedule), chunks_(chunks), activation_shape_(std::move(activation_shape)),
       activations_(torch::TensorOptions(activation_dtype).device(device)), first_(first_stage), last_(last_stage),
-      input_everywhere_(input_everywhere), timer_(timer) {
+      input_everywhere_(input_everywhere), carried_(carried), timer_(timer) {
   Axis& pp = grid.pp();
   if (pp.size() == 1) return;
   const bool ends = tied && (first_stage || last_stage);
   tied_ = pp.split(ends ? 0 : MPI_UNDEFINED, pp.rank(), "pp (tied embedding)");
 }
 
-torch::Tensor PipelineEngine::receive(int peer, int tag, int rows, const char* what) {
-  auto t = torch::empty(activation_shape_(rows), activations_);  // (B, T, C)
+torch::Tensor PipelineEngine::receive(std::vector<std::int64_t> shape, const torch::TensorOptions& options, int peer,
+                                      int tag) {
+  auto t = torch::empty(shape, options);
   timer_.stamp(Section::Compute);
-  grid_.pp().recv(t.data_ptr(), t.nbytes(), peer, tag, what).wait();
+  grid_.pp().recv(t.data_ptr(), t.nbytes(), peer, tag, "micro-batch").wait();
   timer_.stamp(Section::PpComm);
   return t;
 }
@@ -32,16 +33,20 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
   const int B = micro_batch, M = micro_batches, v = chunks_;
   Axis& pp = grid_.pp();
   const int p = pp.size(), r = pp.rank();
+  const auto fp32 = activations_.dtype(torch::kFloat);  // the carried sums': counts stay exact
   // Per (chunk, micro-batch) pass, at chunk · M + micro-batch.
-  std::vector<torch::Tensor> inputs(M * v), outputs(M * v), losses(M * v), in_flight;
+  std::vector<Pass> inputs(M * v), outputs(M * v);
+  std::vector<torch::Tensor> losses(M * v), in_flight;
   std::vector<Work> sends;
-  auto send = [&](const torch::Tensor& t, int peer, int tag) {
-    in_flight.push_back(t.detach().to(activations_.dtype()).contiguous());
+  auto send = [&](const torch::Tensor& t, const torch::TensorOptions& as, int peer, int tag) {
+    in_flight.push_back(t.detach().to(as.dtype()).contiguous());
     sends.push_back(pp.send(in_flight.back().data_ptr(), in_flight.back().nbytes(), peer, tag, "micro-batch"));
   };
-  // A message's tag names the pass that receives it: its micro-batch, chunk and direction (with
-  // chunks, both directions can come from the same peer).
-  auto tag = [M](bool forward_pass, int m, int chunk) { return 2 * (chunk * M + m) + (forward_pass ? 0 : 1); };
+  // A message's tag names the pass that receives it: its micro-batch, chunk, direction (with
+  // chunks, both directions can come from the same peer) and whether it holds the carried sums.
+  auto tag = [M](bool forward_pass, int m, int chunk, bool sums = false) {
+    return 4 * (chunk * M + m) + (forward_pass ? 0 : 1) + (sums ? 2 : 0);
+  };
   // The neighbouring virtual stages: chunk c's next is on rank r + 1, or from the last rank
   // chunk c + 1 on rank 0; its previous on rank r − 1, or from rank 0 chunk c − 1 on the last.
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
@@ -50,24 +55,45 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
   for (const PipeOp& op : pipeline_schedule(schedule_, r, p, M, v)) {
     const int m = op.micro_batch, c = op.chunk, i = c * M + m;
     const bool begins = first_ && c == 0, ends = last_ && c == v - 1;  // the model's first and last pass
+    Pass& in = inputs[i];
+    Pass& out = outputs[i];
     if (op.kind == PipeOp::Forward) {
       std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
       if (begins || ends || input_everywhere_) mb = batch(static_cast<std::int64_t>(m) * B, B);
       timer_.stamp(Section::Data);
-      inputs[i] = begins ? mb.first : receive(prev, tag(true, m, c), B, "micro-batch").requires_grad_();
+      in.x = begins ? mb.first : receive(activation_shape_(B), activations_, prev, tag(true, m, c)).requires_grad_();
+      if (carried_ > 0)
+        in.sums = begins ? torch::zeros({carried_}, fp32) : receive({carried_}, fp32, prev, tag(true, m, c, true)).requires_grad_();
       if (ends) {
-        losses[i] = forward(inputs[i], mb.first, mb.second, c) / items;
+        losses[i] = forward(in, mb.first, mb.second, c).x / items;
         loss_sum = loss_sum.defined() ? loss_sum + losses[i].detach() : losses[i].detach();
       } else {
-        outputs[i] = forward(inputs[i], mb.first, {}, c).to(activations_.dtype());  // its gradient comes back in that dtype
-        send(outputs[i], next, tag(true, m, r == p - 1 ? c + 1 : c));
+        out = forward(in, mb.first, {}, c);
+        out.x = out.x.to(activations_.dtype());  // its gradient comes back in that dtype
+        const int to = r == p - 1 ? c + 1 : c;
+        send(out.x, activations_, next, tag(true, m, to));
+        if (carried_ > 0) send(out.sums, fp32, next, tag(true, m, to, true));
       }
     } else {
       before_backward(--backwards_left == 0);
-      if (ends) (loss_scale != 1.0 ? losses[i] * loss_scale : losses[i]).backward();
-      else outputs[i].backward(receive(next, tag(false, m, c), B, "micro-batch"));
-      if (!begins) send(inputs[i].grad(), prev, tag(false, m, r == 0 ? c - 1 : c));
-      inputs[i] = outputs[i] = losses[i] = torch::Tensor();  // free this pass's activations
+      if (ends) {
+        (loss_scale != 1.0 ? losses[i] * loss_scale : losses[i]).backward();
+      } else {
+        std::vector<torch::Tensor> roots{out.x}, grads{receive(activation_shape_(B), activations_, next, tag(false, m, c))};
+        if (carried_ > 0) {
+          auto g = receive({carried_}, fp32, next, tag(false, m, c, true));
+          if (out.sums.requires_grad()) roots.push_back(out.sums), grads.push_back(std::move(g));  // else: no router yet
+        }
+        torch::autograd::backward(roots, grads);
+      }
+      if (!begins) {
+        const int to = r == 0 ? c - 1 : c;
+        send(in.x.grad(), activations_, prev, tag(false, m, to));
+        if (carried_ > 0)  // a stage whose loss or layers did not use them: zeros
+          send(in.sums.grad().defined() ? in.sums.grad() : torch::zeros_like(in.sums), fp32, prev, tag(false, m, to, true));
+      }
+      in = out = Pass{};  // free this pass's activations
+      losses[i] = torch::Tensor();
     }
     timer_.stamp(Section::Compute);
   }
@@ -96,10 +122,10 @@ std::vector<double> PipelineEngine::evaluate(std::int64_t rows, std::int64_t pad
         pp.recv(x.data_ptr(), x.nbytes(), (r + p - 1) % p, c, "validation").wait();
       }
       if (ends) {
-        const auto s = forward(x, mb.first, mb.second, c).to(torch::kDouble).cpu();
+        const auto s = forward({x, {}}, mb.first, mb.second, c).x.to(torch::kDouble).cpu();
         if (!padding) sums = sums.defined() ? sums + s : s;
       } else {
-        auto h = forward(x, mb.first, {}, c).to(activations_.dtype()).contiguous();
+        auto h = forward({x, {}}, mb.first, {}, c).x.to(activations_.dtype()).contiguous();
         pp.send(h.data_ptr(), h.nbytes(), (r + 1) % p, r == p - 1 ? c + 1 : c, "validation").wait();
       }
     }

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   std::ofstream(argv[5], std::ios::binary)
       .write(reinterpret_cast<const char*>(logits.data_ptr()), static_cast<std::streamsize>(logits.nbytes()));
   const auto& routers = dynamic_cast<const gridtrain::LanguageModel&>(*model).routers();
-  if (!routers.empty())
+  if (routers.enabled())
     std::printf("router aux_loss %.9g z_loss %.9g\n", routers.aux_loss().item<double>(), routers.z_loss().item<double>());
   std::printf("logits (%lld, %lld, %lld)\n", static_cast<long long>(B), static_cast<long long>(T),
               static_cast<long long>(logits.size(2)));

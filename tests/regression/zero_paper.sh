@@ -33,7 +33,11 @@ for s in 0 1 2 3; do
   out=$("$gridtrain" predict -i "$deck" --ranks 64 --layout 64,1,1,$s --device h100 "${model[@]}" 2>&1) \
     || fail "predict at stage $s failed: $out"
   echo "$out" | grep -qF "$accounting" || fail "predict does not name the accounting: $out"
-  gb=$(echo "$out" | awk '/^ +dp +tp/ { getline; print $15; exit }')
+  csv=$("$gridtrain" predict -i "$deck" --ranks 64 --layout 64,1,1,$s --device h100 --csv "${model[@]}" 2>&1) \
+    || fail "predict --csv at stage $s failed: $csv"
+  # The column by its name: the table gains a column with every grid axis.
+  gb=$(echo "$csv" | awk -F, '/state_bytes/ { for (i = 1; i <= NF; i++) if ($i == "state_bytes") c = i; next }
+                              c { print $c / 1e9; exit }')
   near "$s" "$gb" || fail "predict at stage $s: $out"
 done
 echo "OK: --dry-run and predict give the ZeRO paper's model state per GPU within 2 %"

@@ -27,13 +27,13 @@ class RouterStats final : public Fix {
 
  private:
   Grid& grid_;
-  const LanguageModel& model_;
+  LanguageModel& model_;
   std::int64_t experts_;
-  std::vector<std::int64_t> layers_;  // the MoE layers' global indices (every one on this stage)
-  // Since the last columns(): Σ aux, Σ z over micro-batches, their count, each layer's (E,) counts.
+  std::vector<std::int64_t> layers_;  // the MoE layers' global indices, on every stage
+  // Since the last columns(): Σ aux, Σ z over the last stage's micro-batches, and their count
+  // (each layer's load the router log keeps).
   torch::Tensor aux_, z_;
   double micro_batches_ = 0;
-  std::vector<torch::Tensor> load_;
 };
 
 }  // namespace gridtrain

@@ -231,8 +231,14 @@ class LanguageModel : public Model {
   /// Each tensor drawn whole (global shape) from its own generator seeded by splitmix64(seed,
   /// fnv1a(name)) and filled by the family's fill(), then this rank's shard taken.
   void initialize(std::uint64_t seed) final;
-  /// The routing of the last forward's MoE layers (empty for a dense model), for its balancing losses.
+  /// The routing of the last forward's MoE layers (not enabled for a dense model), for its
+  /// balancing losses; RouterStats takes its load.
   const moe::RouterLog& routers() const { return routers_; }
+  moe::RouterLog& routers() { return routers_; }
+  /// RouterLog::width() with MoE layers, else 0.
+  std::int64_t carried_width() const final { return routers_.enabled() ? routers_.width() : 0; }
+  void carry_in(const torch::Tensor& sums) final { carried_ = sums; }
+  torch::Tensor carry_out() const final { return routers_.sums(); }
 
  protected:
   /// first_block_unit: ZeRO stage 3 units before the blocks (the embeddings').
@@ -266,6 +272,7 @@ class LanguageModel : public Model {
   /// The MoE layers' routing of the micro-batch in flight (empty for a dense model): its
   /// balancing losses join the head's loss sum.
   moe::RouterLog routers_;
+  torch::Tensor carried_;  // carry_in's, until the next stage_forward starts the router log with it
 
  private:
   /// The blocks of `chunk`: (B, T, C) → (B, T, C) (SP: (B, T/t, C)) within `documents`; with a

@@ -48,6 +48,16 @@ class Model : public torch::nn::Module {
   // ids: split()'s input of the micro-batch on every stage, for a model that needs it there
   // (input_on_every_stage()); else undefined or ignored.
   virtual torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0, const torch::Tensor& ids = {}) = 0;
+  /// Sums over every stage's layers that the loss of a micro-batch takes (a mixture of experts'
+  /// balancing losses: moe::RouterLog), carried between pipeline stages beside the activations,
+  /// their gradient coming back beside the activations' (PipelineEngine): how many fp32 values,
+  /// 0 (the default) for none.
+  virtual std::int64_t carried_width() const { return 0; }
+  /// The sums from the stages before, for the next stage_forward ((carried_width(),) fp32 on the
+  /// device; undefined: the model's first stage, zeros). Ignored without carried sums.
+  virtual void carry_in(const torch::Tensor&) {}
+  /// After stage_forward: the sums through this stage, differentiable (undefined without).
+  virtual torch::Tensor carry_out() const { return {}; }
   /// Whether every pipeline stage's stage_forward needs the micro-batch's split() input (a
   /// language model's document masks and positions), not only the first's.
   virtual bool input_on_every_stage() const { return false; }

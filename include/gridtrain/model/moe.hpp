@@ -13,12 +13,13 @@
 // shared_expert.{gate,up,down}_proj.weight, shared_expert_gate.weight (1, C).
 //
 // The balancing losses (RouterLog) are taken over all MoE layers' tokens of one micro-batch
-// together, as transformers' load_balancing_loss_func takes them.
+// together, as transformers' load_balancing_loss_func takes them, on every stage's layers.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -51,51 +52,66 @@ class FeedForward : public torch::nn::Module {
 /// Builds one SwiGLU expert of width F (unsplit by tensor parallelism).
 using MakeExpert = std::function<std::shared_ptr<FeedForward>(std::int64_t width)>;
 
-/// What the routers of one micro-batch's forward saw, layer after layer, for its balancing
-/// losses; cleared by the model before each micro-batch.
+/// What the routers of one micro-batch's forward saw, for its balancing losses, which are taken
+/// over all MoE layers together: the running sums [C (E), S (E), Z, R] of the layers so far, C_e
+/// the slots routed to expert e (no gradient), S_e the router probabilities of expert e summed
+/// over the tokens, Z the summed logsumexp(logits)², R the tokens (rows) — fp32, (2E + 2,).
+/// With pipeline parallelism they travel between stages with the activations (Model::carried),
+/// so that the last stage's losses cover every stage's layers and their gradient reaches each
+/// stage's routers; one stage starts them at zero.
 class RouterLog {
  public:
   RouterLog() = default;
   explicit RouterLog(const MoeShape& s) : experts_(s.experts), aux_coeff_(s.aux_loss_coeff), z_coeff_(s.z_loss_coeff) {}
-  void clear() { layers_.clear(); }
-  bool empty() const { return layers_.empty(); }
-  /// One MoE layer: its router logits and probabilities (N, E) fp32 and the chosen experts (N, k).
-  void add(const torch::Tensor& logits, const torch::Tensor& probs, const torch::Tensor& chosen);
-  /// Switch Transformer's load-balancing loss, E · Σ_e f_e · P_e, with f_e the top-k selections of
-  /// expert e per token and P_e its mean router probability, both over all logged layers' tokens
-  /// (transformers' load_balancing_loss_func): k at perfect balance (f_e = k/E, P_e = 1/E); E at
-  /// collapse, every token choosing the same k experts and giving them all its probability.
-  /// Scalar fp32; its gradient flows through P only.
+  /// Whether the model has MoE layers (on any stage).
+  bool enabled() const { return experts_ > 0; }
+  /// 2E + 2: the width of sums().
+  std::int64_t width() const { return 2 * experts_ + 2; }
+  /// A micro-batch's pass through this stage begins with the sums of the stages before it
+  /// ((width(),) fp32, on the device; undefined: none, zeros).
+  void start(const torch::Tensor& upstream);
+  /// One MoE layer (global index `layer`): its router logits and probabilities (N, E) fp32 and
+  /// the chosen experts (N, k). With gradients enabled (training) its counts also add to the
+  /// layer's load since the last take_load().
+  void add(std::int64_t layer, const torch::Tensor& logits, const torch::Tensor& probs, const torch::Tensor& chosen);
+  /// The sums through this stage so far, (width(),) fp32 (gradient: through S and Z). Undefined
+  /// before start().
+  const torch::Tensor& sums() const { return sums_; }
+  /// Switch Transformer's load-balancing loss, E · Σ_e f_e · P_e, with f_e = C_e / R the top-k
+  /// selections of expert e per token and P_e = S_e / R its mean router probability, both over
+  /// all layers' tokens (transformers' load_balancing_loss_func): k at perfect balance
+  /// (f_e = k/E, P_e = 1/E); E at collapse, every token choosing the same k experts and giving
+  /// them all its probability. Scalar fp32; its gradient flows through P only. Throws
+  /// std::logic_error before any layer (R = 0).
   torch::Tensor aux_loss() const;
-  /// ST-MoE's router z-loss (Zoph et al. 2022, eq. 5): the mean over all logged layers' tokens of
+  /// ST-MoE's router z-loss (Zoph et al. 2022, eq. 5): Z / R, the mean over all layers' tokens of
   /// logsumexp(logits)². Scalar fp32.
   torch::Tensor z_loss() const;
   /// aux_loss_coeff · aux_loss + z_loss_coeff · z_loss: what a micro-batch's loss adds per token.
   torch::Tensor loss() const;
-  /// Each logged layer's routed slots per expert, (E,) fp32, in forward order (no gradient).
-  std::vector<torch::Tensor> counts() const;
+  /// Each MoE layer's routed slots per expert, (E,) fp32 on the device, summed over the training
+  /// forwards since the last call, by global layer index (this stage's layers only); resets them.
+  std::vector<std::pair<std::int64_t, torch::Tensor>> take_load();
 
  private:
-  struct Layer {
-    torch::Tensor counts, prob_sum, z_sum;  // (E,) selections (no gradient), (E,) probabilities, ()
-    std::int64_t rows;
-  };
+  torch::Tensor part(std::int64_t first, std::int64_t n) const;
   std::int64_t experts_ = 0;
   double aux_coeff_ = 0.0, z_coeff_ = 0.0;
-  std::vector<Layer> layers_;
+  torch::Tensor sums_;
+  std::vector<std::pair<std::int64_t, torch::Tensor>> load_;  // ascending layer index
 };
 
-/// One MoE layer's MLP on x (..., C) → (..., C); logs its routing into `log` (which outlives it).
-/// Holds the experts of `region`'s rank (all without expert parallelism); forward is collective
-/// over region.ep.
+/// One MoE layer's MLP on x (..., C) → (..., C); logs its routing into `log` (which outlives it)
+/// as layer `layer`. Holds the experts of `region`'s rank (all without expert parallelism);
+/// forward is collective over region.ep.
 class MoeMlp : public FeedForward {
  public:
-  MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
+  MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log, std::int64_t layer = 0,
          const EpRegion& region = {});
   torch::Tensor forward(const torch::Tensor& x) override;
 
  private:
-  std::int64_t experts_total_, top_k_;
+  std::int64_t experts_total_, top_k_, layer_;
   EpRegion region_;
   bool norm_topk_prob_;
   RouterLog* log_;

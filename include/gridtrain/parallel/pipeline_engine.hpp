@@ -3,7 +3,10 @@
 // gradient accumulation). Activations go to the next stage and their gradients come back by
 // non-blocking sends and blocking receives; the time waiting on them is the PpComm section
 // (the bubble included). With pp > 1 the first and the last stage both hold the token
-// embedding (the tied output head), and sum_tied_gradients() adds their gradients.
+// embedding (the tied output head), and sum_tied_gradients() adds their gradients. Beside the
+// activations go the model's carried sums (Model::carried_width: an MoE's router sums, so that
+// the last stage's balancing losses cover every stage's layers), their gradients beside the
+// activations' gradients.
 //
 // The engine knows the schedule and the wire, not the model: the Trainer hands it the shape of
 // the activations between stages (ModelPlan::activation_shape), the stage's forward (model +
@@ -28,14 +31,21 @@ class PipelineEngine {
   /// Rows first..first+rows−1 of the batch on the device, as {the first stage's input, the last
   /// stage's targets} (Model::split: token ids (B, T) and next ids (B, T), or images and labels).
   using MicroBatch = std::function<std::pair<torch::Tensor, torch::Tensor>(std::int64_t first, int rows)>;
-  /// The stage's forward of model chunk `chunk`: x is the first stage's input (chunk 0), else
-  /// the previous virtual stage's fp32 activations (B, T, C); input is the micro-batch's first-stage
-  /// input on every stage built with input_everywhere, else on the first and last stage only
-  /// (undefined elsewhere). Returns activations, or on the last stage's last chunk (targets
-  /// defined) the loss summed over the targets' items, a 0-d fp32 tensor (in evaluate: a (k,)
-  /// tensor of sums, the loss first).
-  using Forward = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& input,
-                                              const torch::Tensor& targets, int chunk)>;
+  /// What passes between virtual stages for one micro-batch: the activations x (B, T, C) and the
+  /// model's carried sums (Model::carried_width() fp32 values; undefined without), each of
+  /// whose gradients come back.
+  struct Pass {
+    torch::Tensor x, sums;
+  };
+  /// The stage's forward of model chunk `chunk`: in.x is the first stage's input (chunk 0), else
+  /// the previous virtual stage's activations (B, T, C); in.sums the sums through the virtual
+  /// stages before (zeros on the first; undefined in evaluate, and without carried sums); input
+  /// is the micro-batch's first-stage input on every stage built with input_everywhere, else on
+  /// the first and last stage only (undefined elsewhere). Returns the activations and the sums
+  /// through this stage, or on the last stage's last chunk (targets defined) x = the loss summed
+  /// over the targets' items, a 0-d fp32 tensor (in evaluate: a (k,) tensor of sums, the loss
+  /// first).
+  using Forward = std::function<Pass(const Pass& in, const torch::Tensor& input, const torch::Tensor& targets, int chunk)>;
   /// The shape of the activations between stages for a micro-batch of `rows` samples, (B, T, C).
   using ActivationShape = std::function<std::vector<std::int64_t>(int rows)>;
   /// Called before each backward pass; last: the step's last, whose gradients the reducers
@@ -50,9 +60,10 @@ class PipelineEngine {
   /// activation_dtype: of the activations and their gradients between stages (fp32, or the 2-byte
   /// weights' dtype, which the next stage's norms need their input in). input_everywhere: every
   /// stage takes its micro-batches (Model::input_on_every_stage), not only the first and last.
+  /// carried: Model::carried_width(), the fp32 sums sent beside each pass's activations.
   PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
                  torch::ScalarType activation_dtype, torch::Device device, bool first_stage, bool last_stage,
-                 bool tied, bool input_everywhere, Timer& timer);
+                 bool tied, bool input_everywhere, std::int64_t carried, Timer& timer);
 
   /// One step: micro_batches micro-batches of micro_batch rows, each backward from its summed loss
   /// / items × loss_scale, each preceded by before_backward; items: what the step's loss on this
@@ -80,13 +91,14 @@ class PipelineEngine {
   const Axis* tied_axis() const { return tied_.get(); }
 
  private:
-  torch::Tensor receive(int peer, int tag, int rows, const char* what);
+  torch::Tensor receive(std::vector<std::int64_t> shape, const torch::TensorOptions& options, int peer, int tag);
   Grid& grid_;
   PipelineSchedule schedule_;
   int chunks_;
   ActivationShape activation_shape_;
   torch::TensorOptions activations_;  // dtype and device of the activations between stages
   bool first_, last_, input_everywhere_;
+  std::int64_t carried_;  // fp32 sums beside the activations (0: none)
   std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)
   Timer& timer_;
 };
