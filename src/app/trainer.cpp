@@ -1,5 +1,6 @@
 #include "gridtrain/app/trainer.hpp"
 
+#include <algorithm>
 #include <new>
 #include <tuple>
 #include <utility>
@@ -71,10 +72,13 @@ void Trainer::build_model() {
     for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
     model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
   }
-  // Gradients average over dp, the experts' (with grid.ep > 1: each rank holds its own) over expert dp.
-  std::vector<ParameterGroup> groups = {{"dense", &grid_->dp()}};
-  if (grid_->shape().ep > 1) groups.push_back({"expert", &grid_->expert_dp()});
+  // Gradients average over dp, the experts' (with grid.ep > 1: each rank holds its own) over expert
+  // dp, which is within a pipeline stage: a stage without MoE layers has the dense group alone.
   const Model& model = *model_;
+  std::vector<ParameterGroup> groups = {{"dense", &grid_->dp()}};
+  const auto params = model.named_parameters(true);
+  const bool experts = std::any_of(params.begin(), params.end(), [&model](const auto& p) { return model.shard(p.key()).expert; });
+  if (grid_->shape().ep > 1 && experts) groups.push_back({"expert", &grid_->expert_dp()});
   const bool split = groups.size() > 1;
   const auto group_of = [&model, split](const std::string& name) {
     return split && model.shard(name).expert ? std::size_t{1} : std::size_t{0};

@@ -47,9 +47,6 @@ std::vector<std::string> llama_layout_problems(const Config& c, int tp, int pp) 
   if (kv_heads(c) % tp != 0)
     problems.push_back("model.n_kv_head = " + std::to_string(kv_heads(c)) + " is not divisible by grid.tp = " + t +
                        "; tensor parallelism splits the key/value heads (valid: grid.tp dividing n_kv_head)");
-  if (c.moe.enabled() && pp > 1)
-    problems.push_back("moe.experts = " + std::to_string(c.moe.experts) + " with grid.pp = " + std::to_string(pp) +
-                       ": MoE layers on pipeline stages are not yet proved to train as one rank; valid: grid.pp = 1");
   if (c.moe.enabled() && tp > 1 && c.grid.sequence_parallel) {
     // Experts and router are replicated over tp (expert tensor parallelism 1): each tp rank computes
     // the MoE layers whole on its tokens, which only without sequence parallelism are all of them.

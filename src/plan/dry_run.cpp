@@ -45,6 +45,8 @@ std::string zero_table(int stage, double psi, OptimizerType type, PrecisionType 
 // This rank's estimate, MiB: parameters, gradients, optimizer state, autocast copies,
 // activations, checkpoint snapshot, total; and its parameter count first.
 constexpr int kColumns = 8;
+// A rank's MoeCosts beside them: expert parameters, their three state bytes, all-to-all bytes.
+constexpr int kMoeFields = 5;
 
 }  // namespace
 
@@ -61,14 +63,25 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const int elem = cfg.precision.type == PrecisionType::Fp32 ? 4 : 2;
   const int in_flight = in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, M, plan.virtual_stages);
   const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
+  const MoeCosts moe = cfg.moe.enabled()
+      ? moe_costs(cfg, g, layout, static_cast<double>(plan_model(cfg, data, {})->parameters()), M, elem)
+      : MoeCosts{};
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
   const auto state = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1);  // unsharded
   const double w = state[0], two_units = 2 * w / model->units();  // stage 3: the one in use and the next
+  // ZeRO 1–2 keep the whole gradients G while backward fills the buckets, plus the reduced shard,
+  // and shard the optimizer state: the dense parameters' over dp, the experts' over dp / ep.
+  const auto grads_optim = [&](double params, int ranks) {
+    const int z = ranks > 1 ? cfg.optim.zero_stage : 0;
+    const auto s = zero_state_bytes(0, params, cfg.optim.type, cfg.precision.weights, 1);
+    return std::array<double, 2>{s[1] + (z > 0 ? s[1] / ranks : 0.0), s[2] / (z > 0 ? ranks : 1)};
+  };
+  const auto dense = grads_optim(n - moe.expert_params, g.dp), experts = grads_optim(moe.expert_params, g.dp / g.ep);
   const bool casts = elem == 2 && cfg.precision.weights == PrecisionType::Fp32;  // autocast's 2-byte weight copies
   double row[kColumns] = {n,
                           (zero == 3 ? w / g.dp + two_units : w) / mib,
-                          (zero == 3 ? state[1] / g.dp + two_units : state[1] + (zero > 0 ? state[1] / g.dp : 0.0)) / mib,
-                          state[2] / (zero > 0 ? g.dp : 1) / mib,
+                          (zero == 3 ? state[1] / g.dp + two_units : dense[0] + experts[0]) / mib,  // ZeRO 3: ep = 1
+                          (zero == 3 ? state[2] / g.dp : dense[1] + experts[1]) / mib,
                           casts ? 2 * n / mib : 0.0,
                           model->activation_bytes(cfg.train.micro_batch, elem, in_flight) / mib,
                           // the host copy of the fp32 weights (the masters) and the optimizer state
@@ -77,10 +90,13 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                           0.0};
   for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
   // Rank 0 prints one line per stage (its dp = 0, tp = 0 rank) and the maximum over all ranks.
-  constexpr int kFields = kColumns + 2;  // the columns, the stage, whether the rank leads it
+  // The columns, the stage, whether the rank leads it, and its MoE costs.
+  constexpr int kFields = kColumns + 2 + kMoeFields;
   const double mine[kFields] = {row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
                                 static_cast<double>(layout.stage),
-                                grid.represents({AxisId::Dp, AxisId::Tp}) ? 1.0 : 0.0};
+                                grid.represents({AxisId::Dp, AxisId::Tp}) ? 1.0 : 0.0,
+                                moe.expert_params, moe.expert_state[0], moe.expert_state[1], moe.expert_state[2],
+                                moe.all_to_all_bytes};
   std::vector<double> all(static_cast<std::size_t>(kFields * g.size()));
   grid.world().all_gather(mine, all.data(), sizeof mine, "dry-run estimates").wait();
 
@@ -107,9 +123,12 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "params", "grads", "optim", "casts", "activations", "snapshot", "total");
   std::string text = line;
   double worst = 0;
+  MoeCosts most = moe;  // the rank's with the most experts (pipeline stages differ in MoE layers)
   for (int r = 0; r < g.size(); ++r) {
     const double* v = &all[static_cast<std::size_t>(kFields * r)];
     worst = std::max(worst, v[kColumns - 1]);
+    if (const double* e = v + kColumns + 2; e[0] > most.expert_params)
+      most.expert_params = e[0], most.expert_state = {e[1], e[2], e[3]}, most.all_to_all_bytes = e[4];
     if (v[kColumns + 1] == 0) continue;
     std::snprintf(line, sizeof line, "%6.0f %12.0f %9.1f %9.1f %9.1f %9.1f %11.1f %9.1f %9.1f\n", v[kColumns], v[0],
                   v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
@@ -121,10 +140,11 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)%s\n", g.size(),
                 worst, flops, flops / g.size(), model->flops_formula(),
                 redone > 0 ? fmt(", plus %.4g recomputed", redone).c_str() : "");
-  // MoE layers are not on pipeline stages yet: rank 0 holds the whole model but the other ep ranks' experts.
-  const std::string experts = cfg.moe.enabled() ? describe(moe_costs(cfg, g, all[0], M, elem), cfg, g) : "";
-  log.print(text + line + experts +
-            (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : ""));
+  log.print(text + line + (cfg.moe.enabled() ? describe(most, cfg, g) : "") +
+            (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : "") +
+            (g.dp > 1 && g.ep > 1 ? "The table shards all of Ψ over dp; the experts' state shards over dp / ep "
+                                    "instead, as the per-rank estimate and the MoE line count.\n"
+                                  : ""));
   return 0;
 }
 

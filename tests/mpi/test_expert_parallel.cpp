@@ -1,7 +1,7 @@
 // Run under mpiexec -n 4: expert parallelism (parallel/expert_parallel.hpp). The token dispatch
 // alone, at ep 1, 2 and 4: every row reaches the expert that was chosen for it, and permute →
 // unpermute with weights 1/k gives back the input and its gradient. Then the MoE llama at
-// (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) and with ZeRO 1 and 2 over the
+// (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2), (dp 2, ep 2, pp 2) and with ZeRO 1 and 2 over the
 // expert-data-parallel ranks trains as one rank does; a checkpoint written at ep 4 resumes at ep 2 and that one's loads on one rank; and
 // a resume at ep 2 is bit-exact.
 #include <torch/torch.h>
@@ -115,4 +115,33 @@ TEST_CASE("expert parallelism: a checkpoint reshards ep 4 -> ep 2 -> one rank; a
     c.grid.ep = 2;
     return c;
   }, 3, 6);
+}
+
+TEST_CASE("expert parallelism with pipeline stages: (dp 2, ep 2, pp 2), a stage without MoE layers and the "
+          "interleaved schedule train as one rank", "[np4]") {
+  const auto dir = shared_dir("moe-ep-pp");
+  struct Layout {
+    std::vector<int> moe_layers;  // empty: every layer
+    int n_layer, virtual_stages;
+  };
+  for (const Layout& l : {Layout{{}, 2, 1}, Layout{{1}, 2, 1}, Layout{{0}, 2, 1}, Layout{{0, 3}, 4, 2}}) {
+    CAPTURE(l.moe_layers, l.n_layer, l.virtual_stages);
+    auto deck = [&](int dp) {
+      Config c = moe_llama(dir, 4, dp);
+      c.model.n_layer = l.n_layer;
+      c.moe.list = l.moe_layers;
+      return c;
+    };
+    QuietTrainer one(deck(1), MPI_COMM_SELF);
+    const RunResult want = one.run();
+    Config c = deck(2);
+    c.grid.ep = 2;
+    c.grid.pp = 2;
+    if (l.virtual_stages > 1) {
+      c.train.schedule = PipelineSchedule::Interleaved;
+      c.grid.virtual_stages = l.virtual_stages;
+    }
+    QuietTrainer t(c);
+    check_same_run(t.run(), want, 1e-5);
+  }
 }

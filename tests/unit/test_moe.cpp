@@ -1,6 +1,7 @@
 // Mixture of experts (model/moe.hpp): the balancing losses against their formulas at perfect
 // balance and at collapse, the MoE MLP against a token-by-token evaluation of its definition,
-// the llama's plan against the module it builds, training's loss against validation's, and the [moe]
+// the llama's plan and the MoE cost accounting per pipeline stage against the modules they
+// describe, training's loss against validation's, and the [moe]
 // keys refused by name, all at once.
 #include <torch/torch.h>
 
@@ -11,6 +12,7 @@
 #include "gridtrain/model/moe.hpp"
 #include "gridtrain/model/registry.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
+#include "gridtrain/plan/moe_costs.hpp"
 #include "../support/config_problems.hpp"
 
 using namespace gridtrain;
@@ -126,6 +128,36 @@ TEST_CASE("moe: the plan counts what the module holds, and the FLOPs count the a
   CHECK(plan->flops_per_item() == Approx(6 * active + 12.0 * 3 * 64 * 32));
 }
 
+TEST_CASE("moe: the cost accounting counts each pipeline stage's experts, and all of them in all", "[moe]") {
+  // 4 layers, MoE in 0 and 3; two stages of two layers, and interleaved: four chunks of one.
+  const Config c = parse_config("", "test", {"--model.type=llama", "--model.n_layer=4", "--model.n_head=4",
+                                             "--model.n_embd=32", "--model.multiple_of=16", "--moe.experts=4",
+                                             "--moe.layers=0,3", "--moe.ffn_hidden=16"});
+  const DataShape data{64};
+  const auto whole = make_model(c, data);
+  const double all = static_cast<double>(count_parameters(*whole));
+  const auto experts_in = [](const Model& m) {
+    double n = 0;
+    for (const auto& p : m.named_parameters(true)) n += m.shard(p.key()).expert ? static_cast<double>(p.value().numel()) : 0;
+    return n;
+  };
+  for (const int chunks : {1, 2}) {
+    CAPTURE(chunks);
+    double held = 0;
+    for (int stage = 0; stage < 2; ++stage) {
+      const ModelLayout layout = stage_layout(std::vector<int>(static_cast<std::size_t>(2 * chunks), 2 / chunks), stage,
+                                              chunks, nullptr, 1);
+      const MoeCosts one = moe_costs(c, GridShape{2, 1, 2, 1}, layout, all, 1, 4);
+      const double built = experts_in(*make_model(c, data, layout));
+      CHECK(one.expert_params == built);
+      CHECK(moe_costs(c, GridShape{2, 1, 2, 2}, layout, all, 1, 4).expert_params == built / 2);  // E / ep each
+      CHECK(one.total_params == all);
+      held += built;
+    }
+    CHECK(held == experts_in(*whole));
+  }
+}
+
 TEST_CASE("moe: keys that cannot run are refused by name, every problem at once", "[moe]") {
   const auto msg = test::config_problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=4", "--moe.top_k=5",
                              "--moe.layers=0,2", "--optim.type=onebit_adam", "--train.recompute=full"});
@@ -143,7 +175,7 @@ TEST_CASE("moe: keys that cannot run are refused by name, every problem at once"
   const Config c = parse_config("", "test", {"--model.type=llama", "--moe.experts=4", "--moe.layers=1,3"});
   CHECK(parse_config(config_text(c), "echo", {}).moe.list == std::vector<int>({1, 3}));
   CHECK(model_layout_problems(c, 2, 1).empty());  // experts replicated over tp
-  CHECK_THAT(model_layout_problems(c, 1, 2).at(0), Catch::Contains("moe.experts = 4 with grid.pp = 2"));
+  CHECK(model_layout_problems(c, 1, 2).empty());  // MoE layers on any pipeline stage
   Config sp = c;
   sp.grid.sequence_parallel = true;
   CHECK_THAT(model_layout_problems(sp, 2, 1).at(0), Catch::Contains("grid.tp = 2 and grid.sequence_parallel = true"));

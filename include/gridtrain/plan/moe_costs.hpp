@@ -7,28 +7,32 @@
 
 #include "gridtrain/config/config.hpp"
 #include "gridtrain/grid/grid.hpp"
+#include "gridtrain/model/layout.hpp"
 
 namespace gridtrain {
 
 struct MoeCosts {
   double total_params = 0;   ///< the whole model's, every expert counted
   double active_params = 0;  ///< what one token runs through: k of the E experts in each MoE layer
-  double expert_params = 0;  ///< this rank's experts' (E / ep per MoE layer)
+  double expert_params = 0;  ///< this rank's experts': E / ep in each MoE layer of its pipeline stage
   /// Their parameters, gradients and optimizer state per rank, bytes, sharded by ZeRO over the
   /// expert-data-parallel dp / ep ranks (zero_state_bytes).
   std::array<double, 3> expert_state{};
-  /// Bytes a rank sends per step on ep under uniform routing: per MoE layer and micro-batch four
-  /// exchanges (dispatch and combine; their gradients in backward) of the B·T·k routed rows of
-  /// C elements, of which (ep − 1)/ep leave the rank: 4 · L_moe · M · B·T·k · C · elem · (ep − 1)/ep.
+  /// Bytes a rank sends per step on ep under uniform routing: per MoE layer of its stage and
+  /// micro-batch four exchanges (dispatch and combine; their gradients in backward) of the B·T·k
+  /// routed rows of C elements, of which (ep − 1)/ep leave the rank:
+  /// 4 · L_moe · M · B·T·k · C · elem · (ep − 1)/ep.
   double all_to_all_bytes = 0;
 };
 
-/// c's costs on grid g: rank_params this rank's parameter count (the dry-run's, which holds its
-/// ep rank's experts; pipeline stages hold no MoE layers yet, so it is the whole model but them),
+/// c's costs on grid g for the rank whose part of the model is `layout` (its stage's layers;
+/// its tp and ep axes are not read: experts are replicated over tp, E / g.ep of them per rank).
+/// whole_params: the one-rank model's parameter count (plan_model with the default layout);
 /// accumulation micro-batches per step, elem bytes per activation element.
-MoeCosts moe_costs(const Config& c, const GridShape& g, double rank_params, int accumulation, int elem);
+MoeCosts moe_costs(const Config& c, const GridShape& g, const ModelLayout& layout, double whole_params,
+                   int accumulation, int elem);
 
-/// The dry-run's lines for m: "MoE: ...".
+/// The dry-run's lines for m (the rank's with the most experts): "MoE: ...".
 std::string describe(const MoeCosts& m, const Config& c, const GridShape& g);
 
 }  // namespace gridtrain
