@@ -48,6 +48,39 @@ constexpr int kColumns = 8;
 // A rank's MoeCosts beside them: expert parameters, their three state bytes, all-to-all bytes.
 constexpr int kMoeFields = 5;
 
+// The estimate of the rank that holds `model` at `layout` (its MoE costs: moe).
+std::array<double, kColumns> rank_estimate(const Config& cfg, const LaunchPlan& plan, const ModelLayout& layout,
+                                           const ModelPlan& model, const MoeCosts& moe, int elem) {
+  const GridShape& g = plan.shape;
+  const int in_flight =
+      in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, plan.accumulation, plan.virtual_stages);
+  const double n = static_cast<double>(model.parameters()), mib = 1024.0 * 1024.0;
+  const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
+  const auto state = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1);  // unsharded
+  const double w = state[0], two_units = 2 * w / model.units();  // stage 3: the one in use and the next
+  // ZeRO 1–2 keep the whole gradients G while backward fills the buckets, plus the reduced shard,
+  // and shard the optimizer state: the dense parameters' over dp, the experts' over dp / ep.
+  const auto grads_optim = [&](double params, int ranks) {
+    const int z = ranks > 1 ? cfg.optim.zero_stage : 0;
+    const auto s = zero_state_bytes(0, params, cfg.optim.type, cfg.precision.weights, 1);
+    return std::array<double, 2>{s[1] + (z > 0 ? s[1] / ranks : 0.0), s[2] / (z > 0 ? ranks : 1)};
+  };
+  const auto dense = grads_optim(n - moe.expert_params, g.dp), experts = grads_optim(moe.expert_params, g.dp / g.ep);
+  const bool casts = elem == 2 && cfg.precision.weights == PrecisionType::Fp32;  // autocast's 2-byte weight copies
+  std::array<double, kColumns> row = {
+      n,
+      (zero == 3 ? w / g.dp + two_units : w) / mib,
+      (zero == 3 ? state[1] / g.dp + two_units : dense[0] + experts[0]) / mib,  // ZeRO 3: ep = 1
+      (zero == 3 ? state[2] / g.dp : dense[1] + experts[1]) / mib,
+      casts ? 2 * n / mib : 0.0,
+      model.activation_bytes(cfg.train.micro_batch, elem, in_flight) / mib,
+      // the host copy of the fp32 weights (the masters) and the optimizer state
+      cfg.checkpoint.enabled() ? (4 * n + optimizer_state_bytes_per_param(cfg.optim.type) * n) / mib : 0.0,
+      0.0};
+  for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
+  return row;
+}
+
 }  // namespace
 
 int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
@@ -61,34 +94,10 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   const auto model = plan_model(cfg, data, layout);  // this rank's part, counted without building it
   const int M = plan.accumulation;
   const int elem = cfg.precision.type == PrecisionType::Fp32 ? 4 : 2;
-  const int in_flight = in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, M, plan.virtual_stages);
-  const double n = static_cast<double>(model->parameters()), mib = 1024.0 * 1024.0;
   const MoeCosts moe = cfg.moe.enabled()
       ? moe_costs(cfg, g, layout, static_cast<double>(plan_model(cfg, data, {})->parameters()), M, elem)
       : MoeCosts{};
-  const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
-  const auto state = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1);  // unsharded
-  const double w = state[0], two_units = 2 * w / model->units();  // stage 3: the one in use and the next
-  // ZeRO 1–2 keep the whole gradients G while backward fills the buckets, plus the reduced shard,
-  // and shard the optimizer state: the dense parameters' over dp, the experts' over dp / ep.
-  const auto grads_optim = [&](double params, int ranks) {
-    const int z = ranks > 1 ? cfg.optim.zero_stage : 0;
-    const auto s = zero_state_bytes(0, params, cfg.optim.type, cfg.precision.weights, 1);
-    return std::array<double, 2>{s[1] + (z > 0 ? s[1] / ranks : 0.0), s[2] / (z > 0 ? ranks : 1)};
-  };
-  const auto dense = grads_optim(n - moe.expert_params, g.dp), experts = grads_optim(moe.expert_params, g.dp / g.ep);
-  const bool casts = elem == 2 && cfg.precision.weights == PrecisionType::Fp32;  // autocast's 2-byte weight copies
-  double row[kColumns] = {n,
-                          (zero == 3 ? w / g.dp + two_units : w) / mib,
-                          (zero == 3 ? state[1] / g.dp + two_units : dense[0] + experts[0]) / mib,  // ZeRO 3: ep = 1
-                          (zero == 3 ? state[2] / g.dp : dense[1] + experts[1]) / mib,
-                          casts ? 2 * n / mib : 0.0,
-                          model->activation_bytes(cfg.train.micro_batch, elem, in_flight) / mib,
-                          // the host copy of the fp32 weights (the masters) and the optimizer state
-                          cfg.checkpoint.enabled() ? (4 * n + optimizer_state_bytes_per_param(cfg.optim.type) * n) / mib
-                                                   : 0.0,
-                          0.0};
-  for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
+  const auto row = rank_estimate(cfg, plan, layout, *model, moe, elem);
   // Rank 0 prints one line per stage (its dp = 0, tp = 0 rank) and the maximum over all ranks.
   // The columns, the stage, whether the rank leads it, and its MoE costs.
   constexpr int kFields = kColumns + 2 + kMoeFields;
@@ -141,7 +150,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 worst, flops, flops / g.size(), model->flops_formula(),
                 redone > 0 ? fmt(", plus %.4g recomputed", redone).c_str() : "");
   log.print(text + line + (cfg.moe.enabled() ? describe(most, cfg, g) : "") +
-            (g.dp > 1 ? zero_table(zero, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : "") +
+            (g.dp > 1 ? zero_table(cfg.optim.zero_stage, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : "") +
             (g.dp > 1 && g.ep > 1 ? "The table shards all of Ψ over dp; the experts' state shards over dp / ep "
                                     "instead, as the per-rank estimate and the MoE line count.\n"
                                   : ""));
