@@ -65,6 +65,11 @@ std::vector<Key> moe_keys() {
       real_key("moe.z_loss_coeff", GT_REF(moe.z_loss_coeff),
                "weight of the router z-loss, the mean over all MoE layers' tokens of logsumexp(router "
                "logits)^2 (ST-MoE, Zoph et al. 2022, eq. 5)", 0.0, false),
+      real_key("moe.capacity_factor", GT_REF(moe.capacity_factor),
+               "expert capacity (GShard; Megatron-Core's moe_expert_capacity_factor): each expert computes at "
+               "most ceil(factor * N*k / E) of a rank's micro-batch of N tokens' routed slots, those with the "
+               "largest combine weight (ties: the earlier token), and the others are dropped (the token keeps "
+               "its residual); the dropped slots are reported (moe_dropped); 0 = dropless", 0.0, false),
   };
 }
 

@@ -1,6 +1,7 @@
 #include "gridtrain/model/moe.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -27,7 +28,7 @@ std::vector<std::string> MoeShape::mlp_names(std::int64_t first, std::int64_t co
 void RouterLog::start(const torch::Tensor& upstream) { sums_ = upstream; }
 
 void RouterLog::add(std::int64_t layer, const torch::Tensor& logits, const torch::Tensor& probs,
-                    const torch::Tensor& chosen) {
+                    const torch::Tensor& chosen, const torch::Tensor& dropped) {
   const auto counts = torch::zeros({experts_}, probs.options())
                           .index_add_(0, chosen.reshape({-1}), torch::ones({chosen.numel()}, probs.options()));
   const auto rows = torch::full({1}, static_cast<double>(logits.size(0)), probs.options());
@@ -35,9 +36,11 @@ void RouterLog::add(std::int64_t layer, const torch::Tensor& logits, const torch
   // 0 + x is x exactly: a first stage's sums equal those one stage would have.
   sums_ = sums_.defined() ? sums_ + layer_sums : layer_sums;
   if (!torch::GradMode::is_enabled()) return;  // validation or generation: not the training load
+  const auto load = torch::cat({counts, dropped.defined() ? dropped.reshape({1}).to(counts.dtype())
+                                                          : torch::zeros({1}, counts.options())});
   auto at = std::find_if(load_.begin(), load_.end(), [&](const auto& l) { return l.first >= layer; });
-  if (at != load_.end() && at->first == layer) at->second = at->second + counts;
-  else load_.insert(at, {layer, counts});
+  if (at != load_.end() && at->first == layer) at->second = at->second + load;
+  else load_.insert(at, {layer, load});
 }
 
 torch::Tensor RouterLog::part(std::int64_t first, std::int64_t n) const {
@@ -60,9 +63,24 @@ torch::Tensor RouterLog::loss() const {
 
 std::vector<std::pair<std::int64_t, torch::Tensor>> RouterLog::take_load() { return std::exchange(load_, {}); }
 
+torch::Tensor drop_over_capacity(const torch::Tensor& chosen, const torch::Tensor& weights, std::int64_t experts,
+                                 double factor) {
+  const std::int64_t n = chosen.size(0);
+  const auto capacity = static_cast<std::int64_t>(std::ceil(factor * static_cast<double>(chosen.numel()) /
+                                                            static_cast<double>(experts)));
+  // score (N, E): a slot's weight where its token chose the expert, −1 (after every slot) elsewhere.
+  const auto score = torch::full({n, experts}, -1.0, weights.options().dtype(torch::kFloat))
+                         .scatter(1, chosen, weights.to(torch::kFloat));
+  // rank (N, E): each token's place in its expert's queue, largest weight first, stable.
+  const auto queue = std::get<1>(score.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  const auto rank = torch::empty_like(queue).scatter_(0, queue, torch::arange(n, queue.options()).unsqueeze(1).expand({n, experts}));
+  return chosen.masked_fill(rank.gather(1, chosen) >= capacity, experts);
+}
+
 MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
                std::int64_t layer, const EpRegion& region)
-    : experts_total_(s.experts), top_k_(s.top_k), layer_(layer), region_(region), norm_topk_prob_(s.norm_topk_prob), log_(log) {
+    : experts_total_(s.experts), top_k_(s.top_k), layer_(layer), region_(region), norm_topk_prob_(s.norm_topk_prob),
+      capacity_factor_(s.capacity_factor), log_(log) {
   auto bias_free = [](std::int64_t in, std::int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
   };
@@ -86,8 +104,13 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
   const auto probs = logits.softmax(-1);
   auto [top, top_experts] = probs.topk(top_k_, -1);  // (N, k) each
   if (norm_topk_prob_) top = top / top.sum(-1, /*keepdim=*/true);
-  if (log_) log_->add(layer_, logits, probs, top_experts);
-  const auto [chosen, by_expert] = top_experts.sort(-1);  // each token's experts ascending: the combine's order
+  const auto computed = capacity_factor_ > 0 ? drop_over_capacity(top_experts, top, experts_total_, capacity_factor_)
+                                             : top_experts;  // a dropped slot: expert E, which none is
+  if (log_)
+    log_->add(layer_, logits, probs, top_experts,
+              capacity_factor_ > 0 ? computed.eq(experts_total_).sum().to(torch::kFloat) : torch::Tensor());
+  // Each token's experts ascending (dropped slots last): the combine's order.
+  const auto [chosen, by_expert] = computed.sort(-1);
   const TokenDispatch dispatch(chosen, experts_total_, region_);
   // In autocast's dtype, which the experts compute in anyway: the exchange moves 2-byte rows.
   const auto type = flat.device().type();

@@ -57,8 +57,9 @@ TokenDispatch::TokenDispatch(const torch::Tensor& chosen, std::int64_t experts, 
   const auto slots = chosen.reshape({-1});  // (N·k,) token n's slots at n·k .. n·k + k − 1
   order_ = std::get<1>(slots.sort(/*stable=*/std::optional<bool>(true), 0));
   unorder_ = inverse_permutation(order_);
-  const auto counts = torch::bincount(slots, {}, experts).cpu();  // (E,) slots per global expert
+  const auto counts = torch::bincount(slots, {}, experts + 1).cpu();  // (E + 1,) slots per global expert, dropped
   const std::vector<std::int64_t> per_expert(counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + experts);
+  dropped_ = counts.data_ptr<std::int64_t>()[experts];
   const std::int64_t local = region.local(experts);
   if (ep == 1) {
     expert_rows_ = per_expert;
@@ -91,13 +92,15 @@ TokenDispatch::TokenDispatch(const torch::Tensor& chosen, std::int64_t experts, 
 
 torch::Tensor TokenDispatch::dispatch(const torch::Tensor& x) const {
   // Each token's k copies (expand: its gradient is a fixed-order sum), in global-expert order.
-  const auto rows = x.unsqueeze(1).expand({tokens_, top_k_, x.size(1)}).reshape({-1, x.size(1)}).index_select(0, order_);
+  const auto kept = order_.narrow(0, 0, order_.numel() - dropped_);
+  const auto rows = x.unsqueeze(1).expand({tokens_, top_k_, x.size(1)}).reshape({-1, x.size(1)}).index_select(0, kept);
   if (region_.size() == 1) return rows;
   return all_to_all_rows(rows, send_, recv_, *region_.ep).index_select(0, permute_);
 }
 
 torch::Tensor TokenDispatch::combine(const torch::Tensor& y, const torch::Tensor& weights) const {
-  const auto back = region_.size() == 1 ? y : all_to_all_rows(y.index_select(0, unpermute_), recv_, send_, *region_.ep);
+  auto back = region_.size() == 1 ? y : all_to_all_rows(y.index_select(0, unpermute_), recv_, send_, *region_.ep);
+  if (dropped_ > 0) back = torch::cat({back, torch::zeros({dropped_, y.size(1)}, back.options())});
   const auto slots = back.index_select(0, unorder_).to(torch::kFloat).view({tokens_, top_k_, y.size(1)});  // (N, k, C)
   return (slots * weights.to(torch::kFloat).unsqueeze(-1)).sum(1);
 }

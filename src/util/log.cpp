@@ -19,8 +19,10 @@ void Log::open_file(const std::string& path, bool append) {
 
 void Log::print(const std::string& text) {
   if (!active_) return;
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
+  if (screen_) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  }
   if (file_.is_open()) file_ << text << std::flush;
 }
 

@@ -2,11 +2,15 @@
 // alone, at ep 1, 2 and 4: every row reaches the expert that was chosen for it, and permute →
 // unpermute with weights 1/k gives back the input and its gradient. Then the MoE llama at
 // (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2), (dp 2, ep 2, pp 2) and with ZeRO 1 and 2 over the
-// expert-data-parallel ranks trains as one rank does; a checkpoint written at ep 4 resumes at ep 2 and that one's loads on one rank; and
+// expert-data-parallel ranks trains as one rank does, also with a capacity factor (dropping the
+// slots one rank drops); a checkpoint written at ep 4 resumes at ep 2 and that one's loads on one rank; and
 // a resume at ep 2 is bit-exact.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 #include "../support/training.hpp"
 #include "gridtrain/parallel/expert_parallel.hpp"
@@ -30,18 +34,32 @@ Routed routed_tokens(int rank) {
   return {x, chosen};
 }
 
+// metrics.jsonl's moe_dropped of each thermo line in run directory `dir`.
+std::vector<double> dropped_slots(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<double> out;
+  const std::string key = "\"moe_dropped\":";
+  for (std::string line; std::getline(in, line);)
+    if (const auto at = line.find(key); at != std::string::npos) out.push_back(std::stod(line.substr(at + key.size())));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("token dispatch: rows reach their experts, and permute then unpermute restores x and its gradient",
           "[np4]") {
   const int rank = world_rank();
-  for (const int ep : {1, 2, 4}) {
-    CAPTURE(ep);
+  for (const auto [ep, drops] : {std::pair{1, false}, std::pair{2, false}, std::pair{4, false}, std::pair{1, true},
+                                 std::pair{4, true}}) {
+    CAPTURE(ep, drops);
     Axis world("world", MPI_COMM_WORLD);
     auto axis = world.split(rank / ep, rank % ep, "ep");
     const EpRegion region{axis.get()};
     const std::int64_t E = 8, local = region.local(E), first = region.first(E);
     auto [x, chosen] = routed_tokens(rank);
+    // Capacity drops: every third token's second slot goes to expert E, which none computes.
+    if (drops) chosen.index_put_({torch::arange(0, chosen.size(0), 3), 1}, E);
+    const auto kept = chosen.lt(E).to(torch::kFloat);  // (N, k)
     x.requires_grad_(true);
     const TokenDispatch dispatch(chosen, E, region);
     const auto rows = dispatch.dispatch(x);
@@ -57,14 +75,16 @@ TEST_CASE("token dispatch: rows reach their experts, and permute then unpermute 
     CHECK(at == rows.size(0));
     const auto half = torch::full(chosen.sizes(), 0.5);
     const auto scaled = dispatch.combine(torch::cat(ys), half);
-    const auto want = x.detach() * (chosen.to(torch::kFloat) + 1.0).mean(1, /*keepdim=*/true);
+    const auto want = x.detach() * ((chosen.to(torch::kFloat) + 1.0) * kept).sum(1, /*keepdim=*/true) / 2;
     CHECK(torch::allclose(scaled, want, 1e-6, 1e-6));
-    // Identity experts: x · (½ + ½) = x exactly, and the gradient g comes back as g.
+    // Identity experts: x · (½ + ½) = x exactly (x · ½ for a token with a dropped slot), and the
+    // gradient g comes back as g (g · ½).
     const auto restored = dispatch.combine(rows, half);
-    CHECK(torch::equal(restored, x.detach()));
+    const auto share = kept.sum(1, /*keepdim=*/true) / 2;
+    CHECK(torch::equal(restored, x.detach() * share));
     const auto g = torch::randn(x.sizes(), at::detail::createCPUGenerator(7 + rank), torch::kFloat);
     restored.backward(g);
-    CHECK(torch::equal(x.grad(), g));
+    CHECK(torch::equal(x.grad(), g * share));
   }
 }
 
@@ -143,5 +163,43 @@ TEST_CASE("expert parallelism with pipeline stages: (dp 2, ep 2, pp 2), a stage 
     }
     QuietTrainer t(c);
     check_same_run(t.run(), want, 1e-5);
+  }
+}
+
+TEST_CASE("expert parallelism with a capacity factor: (dp 4, ep 2) and (dp 2, ep 2, pp 2) drop the slots one rank "
+          "drops and train as it does", "[np4]") {
+  const auto dir = shared_dir("moe-ep-capacity");
+  // Capacity ⌈1.0 · 32·2 / 4⌉ = 16 of a micro-batch's 64 slots per expert: what an unbalanced
+  // router sends beyond it is dropped, a count that depends on the routing.
+  auto deck = [&](int dp, const std::string& out) {
+    Config c = moe_llama(dir, 4, dp);
+    c.moe.capacity_factor = 1.0;
+    c.output.thermo = 1;
+    c.output.dir = dir + "/" + out;
+    return c;
+  };
+  // Each run directory is made by the one rank that writes in it (as the app's RunDirectory would).
+  auto made = [](Config c) {
+    std::filesystem::create_directories(c.output.dir);
+    return c;
+  };
+  // Logs that print nothing but keep metrics.jsonl: each one-rank run's, and rank 0's of the grid.
+  Log self(true, /*screen=*/false), grid(world_rank() == 0, /*screen=*/false);
+  const std::string mine = "one-" + std::to_string(world_rank());
+  Trainer one(made(deck(1, mine)), MPI_COMM_SELF, self, 1.0);
+  const RunResult want = one.run();
+  const auto want_dropped = dropped_slots(dir + "/" + mine);
+  REQUIRE(want_dropped.size() == 4);
+  CHECK(want_dropped[0] > 0);
+  for (const int pp : {1, 2}) {
+    CAPTURE(pp);
+    Config c = deck(4 / pp, "pp" + std::to_string(pp));
+    c.grid.ep = 2;
+    c.grid.pp = pp;
+    if (world_rank() == 0) made(c);
+    MPI_Barrier(MPI_COMM_WORLD);
+    Trainer t(c, MPI_COMM_WORLD, grid, 1.0);
+    check_same_run(t.run(), want, 1e-5);
+    if (world_rank() == 0) CHECK(dropped_slots(c.output.dir) == want_dropped);  // the same routing
   }
 }

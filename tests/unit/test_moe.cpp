@@ -62,10 +62,10 @@ TEST_CASE("moe: the MoE MLP computes, token by token, the weighted sum of its ch
           "[moe]") {
   torch::manual_seed(3);
   const std::int64_t C = 16;
-  for (const bool norm : {true, false}) {
-    CAPTURE(norm);
+  for (const auto [norm, capacity] : {std::pair{true, 0.0}, std::pair{false, 0.0}, std::pair{true, 0.5}}) {
+    CAPTURE(norm, capacity);
     auto s = shape(5, 2);
-    s.norm_topk_prob = norm, s.shared_ffn_hidden = 12, s.z_loss_coeff = 0.1;
+    s.norm_topk_prob = norm, s.shared_ffn_hidden = 12, s.z_loss_coeff = 0.1, s.capacity_factor = capacity;
     moe::RouterLog log(s);
     const auto expert = [C](std::int64_t width) { return std::make_shared<LlamaMlp>(C, width, TpRegion{}); };
     moe::MoeMlp mlp(C, s, expert, &log);
@@ -80,17 +80,45 @@ TEST_CASE("moe: the MoE MLP computes, token by token, the weighted sum of its ch
     };
     torch::NoGradGuard no_grad;
     const auto rows = x.reshape({-1, C}), out = y.reshape({-1, C});
+    // With capacity: the slots the rule keeps (its own test above), of the whole micro-batch.
+    const auto [top, top_experts] = torch::matmul(rows, gate.t()).softmax(-1).topk(2, -1);
+    const auto kept = torch::zeros({rows.size(0), 5}, torch::kBool)  // (N, E): token n's slot of expert e kept
+                          .scatter(1, top_experts, moe::drop_over_capacity(top_experts, norm ? top / top.sum(-1, true) : top,
+                                                                           5, capacity).lt(5));
+    if (capacity > 0) REQUIRE(kept.sum().item<std::int64_t>() < top_experts.numel());  // some slot is dropped
+    std::int64_t dropped = 0;
     for (std::int64_t n = 0; n < rows.size(0); ++n) {
       const auto row = rows[n];
       const auto probs = torch::matmul(gate, row).softmax(0);
       const auto [p, e] = probs.topk(2);
       auto want = torch::zeros({C});
       for (int j = 0; j < 2; ++j)
-        want += (norm ? p[j] / p.sum() : p[j]) * expert_of("experts." + std::to_string(e[j].item<long>()) + ".", row);
+        if (capacity == 0 || kept[n][e[j]].item<bool>())
+          want += (norm ? p[j] / p.sum() : p[j]) * expert_of("experts." + std::to_string(e[j].item<long>()) + ".", row);
+        else ++dropped;
       want += torch::sigmoid(torch::matmul(shared_gate, row)) * expert_of("shared_expert.", row);
       CHECK(torch::allclose(out[n], want, 1e-5, 1e-6));
     }
+    const auto load = log.take_load();  // the router's choices per expert, then the dropped slots
+    REQUIRE(load.size() == 1);
+    CHECK(load[0].second.narrow(0, 0, 5).sum().item<double>() == static_cast<double>(top_experts.numel()));
+    CHECK(load[0].second[5].item<double>() == static_cast<double>(dropped));
   }
+}
+
+TEST_CASE("moe: capacity keeps each expert's largest-weight slots, ties to the earlier token, and drops the rest",
+          "[moe]") {
+  // 4 tokens, k = 1, 2 experts: capacity ⌈1.0 · 4 / 2⌉ = 2. Expert 0 is chosen by tokens 0, 1, 3.
+  const auto chosen = torch::tensor({0L, 0L, 1L, 0L}).view({4, 1});
+  const auto weights = torch::tensor({0.6f, 0.9f, 0.5f, 0.7f}).view({4, 1});
+  CHECK(torch::equal(moe::drop_over_capacity(chosen, weights, 2, 1.0), torch::tensor({2L, 0L, 1L, 0L}).view({4, 1})));
+  const auto tied = torch::full({4, 1}, 0.5f);  // equal weights: the earlier tokens are kept
+  CHECK(torch::equal(moe::drop_over_capacity(chosen, tied, 2, 1.0), torch::tensor({0L, 0L, 1L, 2L}).view({4, 1})));
+  CHECK(torch::equal(moe::drop_over_capacity(chosen, weights, 2, 1.5), chosen));  // capacity 3: nothing dropped
+  // k = 2 of 3 experts, capacity ⌈0.5 · 6 / 3⌉ = 1: per expert, the slot of largest weight.
+  const auto two = torch::tensor({0L, 1L, 0L, 2L, 1L, 2L}).view({3, 2});
+  const auto w2 = torch::tensor({0.3f, 0.7f, 0.8f, 0.2f, 0.4f, 0.6f}).view({3, 2});
+  CHECK(torch::equal(moe::drop_over_capacity(two, w2, 3, 0.5), torch::tensor({3L, 1L, 0L, 3L, 3L, 2L}).view({3, 2})));
 }
 
 TEST_CASE("moe: every expert and the router get a gradient, the router from the balancing losses alone too", "[moe]") {

@@ -6,8 +6,11 @@
 //                             perfect balance) and z_loss, unweighted by their coefficients;
 //   moe_max_load              the largest over MoE layers of max_e / mean_e of the tokens routed
 //                             to expert e over all ranks (1 at perfect balance, E/k at collapse);
-//   moe_max_load_<layer>      that ratio for each MoE layer, by global layer index.
-// Dropless routing drops no token, so there is no dropped-token figure.
+//   moe_max_load_<layer>      that ratio for each MoE layer, by global layer index;
+// and with a capacity factor (moe.capacity_factor > 0; dropless routing drops nothing):
+//   moe_dropped               the routed slots (token, expert) that capacity dropped, over all
+//                             MoE layers and ranks;
+//   moe_drop_fraction         their fraction of all routed slots (the thermo line's Drop column).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -29,6 +32,7 @@ class RouterStats final : public Fix {
   Grid& grid_;
   LanguageModel& model_;
   std::int64_t experts_;
+  bool capacity_;  // moe.capacity_factor > 0: the dropped slots are reported
   std::vector<std::int64_t> layers_;  // the MoE layers' global indices, on every stage
   // Since the last columns(): Σ aux, Σ z over the last stage's micro-batches, and their count
   // (each layer's load the router log keeps).

@@ -213,6 +213,7 @@ struct Config {
     bool norm_topk_prob = true;  ///< the k chosen probabilities renormalized to sum 1 (Mixtral)
     double aux_loss_coeff = 0.01;  ///< load-balancing loss weight (Switch Transformer's α)
     double z_loss_coeff = 0.0;     ///< router z-loss weight (ST-MoE)
+    double capacity_factor = 0.0;  ///< slots per expert per micro-batch: ⌈factor · N·k / E⌉; 0 = dropless
     bool enabled() const { return experts > 0; }
     /// Whether global layer `layer` (0-based) is an MoE layer.
     bool on(int layer) const {

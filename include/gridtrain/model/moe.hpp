@@ -4,7 +4,8 @@
 // probabilities renormalized to sum 1 with norm_topk_prob, as Mixtral), each token's k expert
 // outputs summed with those weights in fp32, in expert order (deterministic); plus, optionally,
 // Qwen2-MoE's shared expert, which every token passes through, scaled by sigmoid(shared gate).
-// Dropless: every routed token is computed. With expert parallelism each rank builds only its
+// Dropless by default: every routed token is computed; with a capacity factor each expert
+// computes at most its capacity of a micro-batch's slots (drop_over_capacity). With expert parallelism each rank builds only its
 // experts, under their global indices, and the tokens reach them by all-to-all over ep
 // (parallel/expert_parallel.hpp's TokenDispatch, the same permutation and combine at any ep).
 //
@@ -37,6 +38,7 @@ struct MoeShape {
   bool norm_topk_prob = true;
   double aux_loss_coeff = 0.0, z_loss_coeff = 0.0;
   std::vector<std::int64_t> layers;  ///< the MoE layers' global indices, ascending
+  double capacity_factor = 0.0;      ///< 0: dropless (drop_over_capacity)
   bool on(std::int64_t layer) const;
   /// The parameter names of one MoE layer's MLP after "mlp.", in registration order, with the
   /// `count` experts from global index `first` (a rank's share under expert parallelism; -1: all).
@@ -70,10 +72,12 @@ class RouterLog {
   /// A micro-batch's pass through this stage begins with the sums of the stages before it
   /// ((width(),) fp32, on the device; undefined: none, zeros).
   void start(const torch::Tensor& upstream);
-  /// One MoE layer (global index `layer`): its router logits and probabilities (N, E) fp32 and
-  /// the chosen experts (N, k). With gradients enabled (training) its counts also add to the
-  /// layer's load since the last take_load().
-  void add(std::int64_t layer, const torch::Tensor& logits, const torch::Tensor& probs, const torch::Tensor& chosen);
+  /// One MoE layer (global index `layer`): its router logits and probabilities (N, E) fp32, the
+  /// experts the router chose (N, k; the balancing losses count these, before any capacity drop)
+  /// and, with a capacity factor, the slots dropped (scalar; undefined: none). With gradients
+  /// enabled (training) its counts and drops also add to the layer's load since the last take_load().
+  void add(std::int64_t layer, const torch::Tensor& logits, const torch::Tensor& probs, const torch::Tensor& chosen,
+           const torch::Tensor& dropped = {});
   /// The sums through this stage so far, (width(),) fp32 (gradient: through S and Z). Undefined
   /// before start().
   const torch::Tensor& sums() const { return sums_; }
@@ -89,8 +93,9 @@ class RouterLog {
   torch::Tensor z_loss() const;
   /// aux_loss_coeff · aux_loss + z_loss_coeff · z_loss: what a micro-batch's loss adds per token.
   torch::Tensor loss() const;
-  /// Each MoE layer's routed slots per expert, (E,) fp32 on the device, summed over the training
-  /// forwards since the last call, by global layer index (this stage's layers only); resets them.
+  /// Each MoE layer's routed slots per expert and then its dropped slots, (E + 1,) fp32 on the
+  /// device, summed over the training forwards since the last call, by global layer index (this
+  /// stage's layers only); resets them.
   std::vector<std::pair<std::int64_t, torch::Tensor>> take_load();
 
  private:
@@ -104,6 +109,14 @@ class RouterLog {
 /// One MoE layer's MLP on x (..., C) → (..., C); logs its routing into `log` (which outlives it)
 /// as layer `layer`. Holds the experts of `region`'s rank (all without expert parallelism);
 /// forward is collective over region.ep.
+/// Expert capacity (GShard, Lepikhin et al. 2021, §2.2; Megatron-Core's topk_softmax_with_capacity
+/// with drop_policy "probs"): of the N·k slots of `chosen` (N, k) int64 (experts in [0, experts)),
+/// each expert keeps the ⌈factor · N·k / experts⌉ with the largest `weights` (N, k), ties to the
+/// earlier token; the others become `experts`, the slot that no expert computes (TokenDispatch).
+/// Local to the N tokens (one rank's micro-batch), so the same at every layout.
+torch::Tensor drop_over_capacity(const torch::Tensor& chosen, const torch::Tensor& weights, std::int64_t experts,
+                                 double factor);
+
 class MoeMlp : public FeedForward {
  public:
   MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log, std::int64_t layer = 0,
@@ -114,6 +127,7 @@ class MoeMlp : public FeedForward {
   std::int64_t experts_total_, top_k_, layer_;
   EpRegion region_;
   bool norm_topk_prob_;
+  double capacity_factor_;
   RouterLog* log_;
   torch::nn::Linear gate_{nullptr}, shared_expert_gate_{nullptr};
   std::vector<std::shared_ptr<FeedForward>> experts_;  // this rank's, from global index region_.first()

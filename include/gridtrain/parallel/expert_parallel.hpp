@@ -37,8 +37,9 @@ struct EpRegion {
 /// dispatch() the tokens, run each local expert on its rows, and combine() the outputs.
 class TokenDispatch {
  public:
-  /// chosen (N, k) int64: each token's experts (global indices in [0, experts)), each row
-  /// ascending (the combine's order). Exchanges the counts over region.ep (collective over it).
+  /// chosen (N, k) int64: each token's experts (global indices in [0, experts), or `experts`
+  /// for a slot dropped by capacity, which no expert computes and combine() gives zeros), each
+  /// row ascending (the combine's order). Exchanges the counts over region.ep (collective over it).
   /// Throws std::invalid_argument when experts is not divisible by the ep size.
   TokenDispatch(const torch::Tensor& chosen, std::int64_t experts, const EpRegion& region);
 
@@ -55,8 +56,8 @@ class TokenDispatch {
 
  private:
   EpRegion region_;
-  std::int64_t tokens_ = 0, top_k_ = 0;
-  torch::Tensor order_, unorder_;  // (N·k,): sorted slot → slot, and its inverse
+  std::int64_t tokens_ = 0, top_k_ = 0, dropped_ = 0;
+  torch::Tensor order_, unorder_;  // (N·k,): sorted slot → slot (dropped slots last), and its inverse
   torch::Tensor permute_, unpermute_;  // (M,): expert-major row → received row, and its inverse (ep > 1)
   std::vector<std::int64_t> send_, recv_;  // rows to / from each ep rank
   std::vector<std::int64_t> expert_rows_;  // rows per local expert

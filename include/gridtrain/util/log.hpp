@@ -10,8 +10,9 @@ std::string fmt(const char* printf_format, double value);
 
 class Log {
  public:
-  /// active: whether this rank prints (rank 0 of the world).
-  explicit Log(bool active = true) : active_(active) {}
+  /// active: whether this rank prints (rank 0 of the world) and writes the run's records
+  /// (metrics.jsonl); screen: whether its text reaches stdout, or only the log file (tests).
+  explicit Log(bool active = true, bool screen = true) : active_(active), screen_(screen) {}
   /// Starts teeing into path (truncated, or appended to when append). Throws std::runtime_error
   /// naming path if it cannot open.
   void open_file(const std::string& path, bool append = false);
@@ -22,7 +23,7 @@ class Log {
   bool active() const { return active_; }
 
  private:
-  bool active_;
+  bool active_, screen_;
   std::ofstream file_;
 };
 
