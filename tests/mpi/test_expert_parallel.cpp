@@ -1,10 +1,11 @@
 // Run under mpiexec -n 4: expert parallelism (parallel/expert_parallel.hpp). The token dispatch
-// alone, at ep 1, 2 and 4: every row reaches the expert that was chosen for it, and permute →
-// unpermute with weights 1/k gives back the input and its gradient. Then the MoE llama at
-// (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2), (dp 2, ep 2, pp 2) and with ZeRO 1 and 2 over the
-// expert-data-parallel ranks trains as one rank does, also with a capacity factor (dropping the
-// slots one rank drops); a checkpoint written at ep 4 resumes at ep 2 and that one's loads on one rank; and
-// a resume at ep 2 is bit-exact.
+// alone, at ep 1, 2 and 4 (and with slots dropped by capacity): every row reaches the expert
+// that was chosen for it, and permute → unpermute with weights 1/k gives back the input and its
+// gradient. Then the MoE llama at (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2),
+// (dp 2, ep 2, pp 2) (a stage without MoE layers, the interleaved schedule) and with ZeRO 1 and 2
+// over the expert-data-parallel ranks trains as one rank does, also with a capacity factor
+// (dropping the slots one rank drops); a checkpoint written at ep 4 resumes at ep 2 and that
+// one's loads on one rank; and a resume at ep 2 is bit-exact.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
