@@ -1,5 +1,6 @@
 #include "gridtrain/app/fix.hpp"
 
+#include "gridtrain/app/expert_bias.hpp"
 #include "gridtrain/app/faults.hpp"
 #include "gridtrain/app/replica_state.hpp"
 #include "gridtrain/app/router_stats.hpp"
@@ -12,6 +13,7 @@ std::vector<std::unique_ptr<Fix>> make_fixes(const FixContext& ctx) {
   if (Faults::wanted(ctx.cfg.debug)) fixes.push_back(std::make_unique<Faults>(ctx.cfg.debug, ctx.grid.world(), ctx.step_bytes));
   if (ctx.cfg.sparsity.enabled()) fixes.push_back(std::make_unique<SparsityFix>(ctx));
   if (ctx.cfg.moe.enabled()) fixes.push_back(std::make_unique<RouterStats>(ctx));
+  if (ctx.cfg.moe.expert_bias_rate > 0) fixes.push_back(std::make_unique<ExpertBias>(ctx));
   else SparsityFix::ignore_masks(ctx.checkpointer);
   std::vector<torch::Tensor> replica;
   for (auto& [name, t] : ctx.model.replica_state()) replica.push_back(t);  // updated in place: held once

@@ -139,7 +139,7 @@ const std::vector<Checkpointer::Impl::Entry>& Checkpointer::Impl::entries(Model&
       e.local = it->second.param, e.local_shape = it->second.shape, e.offset = it->second.offset;
     all["/model/" + p.key()] = e;
   }
-  for (const auto& [name, t] : model.replica_state()) {  // batch-norm running statistics
+  for (const auto& [name, t] : model.kept_state()) {  // batch-norm running statistics, expert biases
     const auto spec = model.shard(name);
     all["/model/" + name] = {{}, {spec.global_shape.begin(), spec.global_shape.end()}, t, spec};
   }

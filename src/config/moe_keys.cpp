@@ -58,6 +58,16 @@ std::vector<Key> moe_keys() {
       bool_key("moe.norm_topk_prob", GT_REF(moe.norm_topk_prob),
                "renormalize the k chosen router probabilities to sum to 1 (Mixtral; Qwen2-MoE's "
                "norm_topk_prob); false: the softmax over all experts, as chosen"),
+      enum_key("moe.router", GT_REF(moe.router),
+               "how each token chooses its k experts: softmax (Mixtral, Qwen2-MoE); sigmoid (DeepSeek-V3: "
+               "sigmoid scores, the load-balancing loss over their per-token normalization); balanced (forced "
+               "perfect balance for benchmarks and tests: sequence position t to experts (t*k + j) mod E, "
+               "weighted by the softmax)"),
+      real_key("moe.expert_bias_rate", GT_REF(moe.expert_bias_rate),
+               "auxiliary-loss-free balancing (Wang et al. 2024; DeepSeek-V3 uses 0.001 with moe.router = "
+               "sigmoid): the choice goes by score + b_e, and after each step b_e moves by this rate towards "
+               "balance, +rate for an expert that received fewer slots than the mean over the global batch, "
+               "-rate for more; b is checkpointed; 0 = no bias", 0.0, false),
       real_key("moe.aux_loss_coeff", GT_REF(moe.aux_loss_coeff),
                "weight of the load-balancing loss E * sum_e f_e P_e (Switch Transformer, Fedus et al. 2021, "
                "eq. 4-6) over all MoE layers' tokens together, as transformers' load_balancing_loss_func: "
@@ -92,6 +102,10 @@ void check_moe(const Config& c, std::vector<std::string>& errors) {
   if (m.list.empty() && m.every > c.model.n_layer)
     errors.push_back("moe.layers = every:" + std::to_string(m.every) + " leaves no MoE layer in model.n_layer = " +
                      std::to_string(c.model.n_layer) + "; valid: every:N with N <= n_layer");
+  if (m.router == MoeRouter::Balanced && m.expert_bias_rate > 0)
+    errors.push_back("moe.expert_bias_rate = " + show_double(m.expert_bias_rate) +
+                     " with moe.router = balanced: forced routing ignores the bias; valid: 0, or moe.router = "
+                     "softmax or sigmoid");
   // Not yet made to work with experts: each is refused by name rather than run unproved.
   if (c.train.recompute == Recompute::Full)
     errors.push_back(experts + " with train.recompute = full: the router statistics of the balancing losses are "

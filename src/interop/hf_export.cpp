@@ -13,6 +13,7 @@
 #include "gridtrain/interop/safetensors.hpp"
 #include "gridtrain/util/error.hpp"
 #include "gridtrain/util/h5.hpp"
+#include "gridtrain/util/log.hpp"
 #include "hf_names.hpp"
 #include "hf_tokenizer.hpp"
 
@@ -25,9 +26,14 @@ using json = nlohmann::json;
 
 // The transformers class of an MoE llama: Mixtral where it can be (every layer MoE, no shared
 // expert, the chosen probabilities renormalized), else Qwen2-MoE, which always has a shared
-// expert. Throws gridtrain::Error for a model neither computes.
+// expert. Throws gridtrain::Error for a model neither computes (another router, an expert bias,
+// no shared expert where Mixtral's form does not hold).
 bool as_mixtral(const Config& cfg) {
   const Config::Moe& e = cfg.moe;
+  if (e.router != MoeRouter::Softmax || e.expert_bias_rate > 0)
+    throw Error(std::string("moe.router = ") + name_of(e.router) + " with moe.expert_bias_rate = " +
+                fmt("%g", e.expert_bias_rate) + ": MixtralForCausalLM and Qwen2MoeForCausalLM choose by the "
+                "softmax's top-k alone; valid: moe.router = softmax with moe.expert_bias_rate = 0");
   const bool every_layer = e.list.empty() ? e.every == 1 : static_cast<int>(e.list.size()) == cfg.model.n_layer;
   if (every_layer && e.shared_ffn_hidden == 0 && e.norm_topk_prob) return true;
   if (e.shared_ffn_hidden == 0)

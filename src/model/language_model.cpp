@@ -176,6 +176,13 @@ double LanguageModel::residual_std() const {
   return 0.02 / std::sqrt(2.0 * static_cast<double>(language_plan().n_layer()));
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> LanguageModel::kept_state() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& b : named_buffers(true))
+    if (b.key().ends_with(".e_score_correction_bias")) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
 void LanguageModel::initialize(std::uint64_t seed) {
   const LanguageModelPlan& plan = language_plan();
   lm::initialize(

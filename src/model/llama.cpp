@@ -139,6 +139,7 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
   if (local("self_attn.k_proj.weight") || local("self_attn.v_proj.weight")) return {{KV, C}, 0};
   if (local("self_attn.o_proj.weight")) return {{C, Q}, 1};
   if (local(".mlp.gate.weight")) return {{s_.moe.experts, C}};
+  if (local(".mlp.gate.e_score_correction_bias")) return {{s_.moe.experts}};
   if (local("mlp.shared_expert_gate.weight")) return {{1, C}};
   for (const auto& [part, width] : {std::pair{".mlp.experts.", s_.moe.ffn_hidden}, {".mlp.shared_expert.", s_.moe.shared_ffn_hidden}})
     if (name.find(part) != std::string::npos) {  // experts are whole on their rank: tp does not split them
@@ -209,7 +210,7 @@ std::string Llama::describe() const {
          " query / " + std::to_string(s.n_kv_head) + " key-value heads, SwiGLU width " + std::to_string(s.ffn_hidden) +
          (s.tie_embeddings ? ", tied embeddings" : ", untied embeddings") +
          (s.moe.experts > 0 ? ", " + std::to_string(s.moe.layers.size()) + " MoE layers of " + std::to_string(s.moe.experts) +
-                                  " experts (top-" + std::to_string(s.moe.top_k) + ", width " +
+                                  " experts (" + name_of(s.moe.router) + " top-" + std::to_string(s.moe.top_k) + ", width " +
                                   std::to_string(s.moe.ffn_hidden) + ")"
                             : "");
 }

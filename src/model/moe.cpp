@@ -79,35 +79,26 @@ torch::Tensor drop_over_capacity(const torch::Tensor& chosen, const torch::Tenso
 
 MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
                std::int64_t layer, const EpRegion& region)
-    : experts_total_(s.experts), top_k_(s.top_k), layer_(layer), region_(region), norm_topk_prob_(s.norm_topk_prob),
-      capacity_factor_(s.capacity_factor), log_(log) {
-  auto bias_free = [](std::int64_t in, std::int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
-  };
-  gate_ = register_module("gate", bias_free(n_embd, s.experts));
+    : experts_total_(s.experts), layer_(layer), region_(region), capacity_factor_(s.capacity_factor), log_(log) {
+  gate_ = register_module("gate", std::make_shared<Router>(n_embd, s.experts, s.top_k, s.router, s.norm_topk_prob,
+                                                           s.expert_bias_rate));
   auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
   const std::int64_t first = region.first(s.experts);
   for (std::int64_t e = first; e < first + region.local(s.experts); ++e)
     experts_.push_back(experts->register_module(std::to_string(e), make_expert(s.ffn_hidden)));
   if (s.shared_ffn_hidden == 0) return;
   shared_expert_ = register_module("shared_expert", make_expert(s.shared_ffn_hidden));
-  shared_expert_gate_ = register_module("shared_expert_gate", bias_free(n_embd, 1));
+  shared_expert_gate_ = register_module("shared_expert_gate",
+                                        torch::nn::Linear(torch::nn::LinearOptions(n_embd, 1).bias(false)));
 }
 
 torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
   const auto flat = x.reshape({-1, x.size(-1)});  // (N, C)
-  torch::Tensor logits;                           // (N, E), fp32 whatever autocast computes the rest in
-  {
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    logits = torch::linear(flat.to(torch::kFloat), gate_->weight.to(torch::kFloat));
-  }
-  const auto probs = logits.softmax(-1);
-  auto [top, top_experts] = probs.topk(top_k_, -1);  // (N, k) each
-  if (norm_topk_prob_) top = top / top.sum(-1, /*keepdim=*/true);
-  const auto computed = capacity_factor_ > 0 ? drop_over_capacity(top_experts, top, experts_total_, capacity_factor_)
-                                             : top_experts;  // a dropped slot: expert E, which none is
+  const Routing r = gate_->forward(flat, x.dim() > 2 ? x.size(-2) : flat.size(0));
+  const auto computed = capacity_factor_ > 0 ? drop_over_capacity(r.chosen, r.weights, experts_total_, capacity_factor_)
+                                             : r.chosen;  // a dropped slot: expert E, which none is
   if (log_)
-    log_->add(layer_, logits, probs, top_experts,
+    log_->add(layer_, r.logits, r.probs, r.chosen,
               capacity_factor_ > 0 ? computed.eq(experts_total_).sum().to(torch::kFloat) : torch::Tensor());
   // Each token's experts ascending (dropped slots last): the combine's order.
   const auto [chosen, by_expert] = computed.sort(-1);
@@ -124,7 +115,7 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
     ys.push_back(experts_[j]->forward(rows.narrow(0, at, n)));
     at += n;
   }
-  auto out = dispatch.combine(torch::cat(ys), top.gather(-1, by_expert));  // (N, C) fp32
+  auto out = dispatch.combine(torch::cat(ys), r.weights.gather(-1, by_expert));  // (N, C) fp32
   if (shared_expert_)
     out = out + (torch::sigmoid(dense(flat, shared_expert_gate_->weight)) * shared_expert_->forward(flat)).to(torch::kFloat);
   return out.to(x.scalar_type()).view(x.sizes());

@@ -79,7 +79,8 @@ GptShape gpt_shape(const Config& c, const DataShape& d) {
 moe::MoeShape moe_shape(const Config& c) {
   const Config::Moe& m = c.moe;
   moe::MoeShape s{m.experts, m.top_k, m.ffn_hidden > 0 ? m.ffn_hidden : ffn_hidden(c), m.shared_ffn_hidden,
-                  m.norm_topk_prob, m.aux_loss_coeff, m.z_loss_coeff, {}, m.capacity_factor};
+                  m.norm_topk_prob, m.router, m.expert_bias_rate, m.aux_loss_coeff, m.z_loss_coeff, {},
+                  m.capacity_factor};
   for (int i = 0; i < c.model.n_layer; ++i)
     if (m.on(i)) s.layers.push_back(i);
   return s;

@@ -241,6 +241,15 @@ def case_moe(env, flavor):
     print(f"greedy, transformers: {bytes(theirs)!r}\ngreedy, gridtrain:    {bytes(ours)!r}")
     if ours != theirs:
         sys.exit("FAILED: greedy tokens differ")
+    if flavor == "mixtral":  # a router transformers' classes do not compute is refused, nothing written
+        ckpt = env.train("moe-sigmoid", keys + ["--moe.router=sigmoid", "--moe.expert_bias_rate=1e-3"], steps=1)
+        hf_dir = os.path.join(env.work, "hf-moe-sigmoid")
+        p = run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir], expect_ok=False)
+        text = p.stdout + p.stderr
+        if p.returncode == 0 or "moe.router = sigmoid" not in text or os.path.exists(hf_dir):
+            sys.exit(f"FAILED: export of a sigmoid router: exit {p.returncode}, exists {os.path.exists(hf_dir)}, "
+                     f"expected 'moe.router = sigmoid' in:\n{text}")
+        print(f"refused as expected, nothing written: {text.strip().splitlines()[-1]}")
 
 
 # Text for the tokenizer checks: KJV sentences, then what tokenizers get wrong most often.

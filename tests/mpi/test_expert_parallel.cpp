@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "../support/training.hpp"
 #include "gridtrain/parallel/expert_parallel.hpp"
@@ -50,7 +51,7 @@ std::vector<double> dropped_slots(const std::string& dir) {
 TEST_CASE("token dispatch: rows reach their experts, and permute then unpermute restores x and its gradient",
           "[np4]") {
   const int rank = world_rank();
-  for (const auto [ep, drops] : {std::pair{1, false}, std::pair{2, false}, std::pair{4, false}, std::pair{1, true},
+  for (const auto& [ep, drops] : {std::pair{1, false}, std::pair{2, false}, std::pair{4, false}, std::pair{1, true},
                                  std::pair{4, true}}) {
     CAPTURE(ep, drops);
     Axis world("world", MPI_COMM_WORLD);
@@ -203,4 +204,55 @@ TEST_CASE("expert parallelism with a capacity factor: (dp 4, ep 2) and (dp 2, ep
     check_same_run(t.run(), want, 1e-5);
     if (world_rank() == 0) CHECK(dropped_slots(c.output.dir) == want_dropped);  // the same routing
   }
+}
+
+TEST_CASE("expert parallelism with the sigmoid router and expert bias: (dp 4, ep 2) and (dp 2, ep 2, pp 2) train "
+          "and balance as one rank; the bias reshards and resumes bit-exact", "[np4]") {
+  const auto dir = shared_dir("moe-ep-bias");
+  auto deck = [&](int steps, int dp) {
+    Config c = moe_llama(dir, steps, dp);
+    c.moe.router = MoeRouter::Sigmoid;
+    c.moe.expert_bias_rate = 1e-3;
+    return c;
+  };
+  // Each expert bias of a trainer's stage, by name.
+  auto biases = [](Trainer& t) {
+    std::map<std::string, torch::Tensor> out;
+    for (auto& [name, b] : t.model().kept_state()) out[name] = b.clone();
+    return out;
+  };
+  QuietTrainer one(deck(5, 1), MPI_COMM_SELF);
+  const RunResult want = one.run();
+  const auto want_bias = biases(one);
+  REQUIRE(want_bias.size() == 2);  // both layers are MoE layers
+  for (const auto& [name, b] : want_bias) {
+    CAPTURE(name);
+    CHECK(b.abs().max().item<double>() > 0);  // the routing was unbalanced, and the bias moved
+    const auto steps = b / 1e-3;  // a sum of 5 steps of +γ, −γ or 0
+    CHECK((steps - steps.round()).abs().max().item<double>() < 1e-3);
+    CHECK(steps.abs().max().item<double>() <= 5 + 1e-3);
+  }
+  for (const int pp : {1, 2}) {
+    CAPTURE(pp);
+    Config c = deck(5, 4 / pp);
+    c.grid.ep = 2;
+    c.grid.pp = pp;
+    c.checkpoint.dir = dir + "/ckpt-pp" + std::to_string(pp);
+    QuietTrainer t(c);
+    check_same_run(t.run(), want, 1e-5);
+    const auto got = biases(t);
+    CHECK(got.size() == (pp == 1 ? 2u : 1u));  // each stage holds its layer's router
+    for (const auto& [name, b] : got) {
+      CAPTURE(name);
+      REQUIRE(want_bias.count(name) == 1);
+      CHECK(torch::equal(b, want_bias.at(name)));  // the same counts, so the same ±γ steps
+    }
+    QuietTrainer loaded(resuming(deck(5, 1), c.checkpoint.dir), MPI_COMM_SELF);
+    for (const auto& [name, b] : biases(loaded)) CHECK(torch::equal(b, want_bias.at(name)));
+  }
+  check_resume(dir + "/ckpt-bits", [&](int steps) {
+    Config c = deck(steps, 4);
+    c.grid.ep = 2;
+    return c;
+  }, 3, 6);
 }

@@ -104,7 +104,7 @@ std::vector<torch::Tensor> snapshot(Trainer& t) {
   const WholeParameters whole(t.parameters());  // ZeRO stage 3 holds shards between steps
   std::vector<torch::Tensor> out;
   for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
-  for (auto& [name, b] : t.model().replica_state()) out.push_back(b.clone());
+  for (auto& [name, b] : t.model().kept_state()) out.push_back(b.clone());  // batch-norm statistics, expert biases
   for (auto& s : t.optimizer().state()) out.push_back(s.param.clone());
   if (const MasterWeights* m = t.masters())
     for (const auto& p : m->masters()) out.push_back(p.param.clone());

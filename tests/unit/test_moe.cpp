@@ -62,7 +62,7 @@ TEST_CASE("moe: the MoE MLP computes, token by token, the weighted sum of its ch
           "[moe]") {
   torch::manual_seed(3);
   const std::int64_t C = 16;
-  for (const auto [norm, capacity] : {std::pair{true, 0.0}, std::pair{false, 0.0}, std::pair{true, 0.5}}) {
+  for (const auto& [norm, capacity] : {std::pair{true, 0.0}, std::pair{false, 0.0}, std::pair{true, 0.5}}) {
     CAPTURE(norm, capacity);
     auto s = shape(5, 2);
     s.norm_topk_prob = norm, s.shared_ffn_hidden = 12, s.z_loss_coeff = 0.1, s.capacity_factor = capacity;
@@ -188,8 +188,10 @@ TEST_CASE("moe: the cost accounting counts each pipeline stage's experts, and al
 
 TEST_CASE("moe: keys that cannot run are refused by name, every problem at once", "[moe]") {
   const auto msg = test::config_problems({"--model.type=llama", "--model.n_layer=2", "--moe.experts=4", "--moe.top_k=5",
-                             "--moe.layers=0,2", "--optim.type=onebit_adam", "--train.recompute=full"});
-  CHECK_THAT(msg, Catch::StartsWith("4 problem(s)"));
+                             "--moe.layers=0,2", "--optim.type=onebit_adam", "--train.recompute=full",
+                             "--moe.router=balanced", "--moe.expert_bias_rate=0.001"});
+  CHECK_THAT(msg, Catch::StartsWith("5 problem(s)"));
+  CHECK_THAT(msg, Catch::Contains("moe.expert_bias_rate = 0.001 with moe.router = balanced"));
   CHECK_THAT(msg, Catch::Contains("moe.top_k = 5 is more than moe.experts = 4"));
   CHECK_THAT(msg, Catch::Contains("moe.layers names layer 2, but model.n_layer = 2"));
   CHECK_THAT(msg, Catch::Contains("moe.experts = 4 with optim.type = onebit_adam"));

@@ -70,8 +70,8 @@ struct FixContext {
 };
 
 /// The fixes the deck asks for, in the order they run at every point: fault injection (so that a
-/// poisoned gradient is masked like any other), sparse training, the MoE router statistics, the
-/// batch-norm replica state.
+/// poisoned gradient is masked like any other), sparse training, the MoE router statistics and
+/// expert bias, the batch-norm replica state.
 /// Collective over ctx.grid.world(). Throws what a fix's constructor throws (gridtrain::Error for
 /// a deck it cannot run).
 std::vector<std::unique_ptr<Fix>> make_fixes(const FixContext& ctx);

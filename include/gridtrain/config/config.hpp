@@ -35,6 +35,7 @@ enum class NonfiniteFault { None, Loss, Grad };
 enum class TimerMode { Wall, Sync };
 enum class SparsityMethod { None, Gmp, Set, Rigl };
 enum class SparsityDistribution { Uniform, Erk };
+enum class MoeRouter { Softmax, Sigmoid, Balanced };
 /// What a parameter is, for sparsity.tensors and the sparsity report: a linear layer's matrix, a
 /// convolution kernel, an embedding table, the output head's matrix, or a vector (biases, norms).
 enum class TensorClass { Matrix, Conv, Embedding, Head, Vector };
@@ -57,6 +58,7 @@ constexpr auto enum_names(NonfiniteFault) { return std::array{"none", "loss", "g
 constexpr auto enum_names(TimerMode) { return std::array{"wall", "sync"}; }
 constexpr auto enum_names(SparsityMethod) { return std::array{"none", "gmp", "set", "rigl"}; }
 constexpr auto enum_names(SparsityDistribution) { return std::array{"uniform", "erk"}; }
+constexpr auto enum_names(MoeRouter) { return std::array{"softmax", "sigmoid", "balanced"}; }
 constexpr auto enum_names(TensorClass) { return std::array{"matrix", "conv", "embedding", "head", "vector"}; }
 
 /// The deck spelling of e ("fp16", "1f1b", ...).
@@ -211,6 +213,8 @@ struct Config {
     int ffn_hidden = 0;          ///< each expert's SwiGLU width; 0 = the dense MLP's
     int shared_ffn_hidden = 0;   ///< Qwen2-MoE's shared expert's width; 0 = none
     bool norm_topk_prob = true;  ///< the k chosen probabilities renormalized to sum 1 (Mixtral)
+    MoeRouter router = MoeRouter::Softmax;  ///< how tokens choose experts (model/router.hpp)
+    double expert_bias_rate = 0.0;          ///< γ of the auxiliary-loss-free expert bias; 0 = none
     double aux_loss_coeff = 0.01;  ///< load-balancing loss weight (Switch Transformer's α)
     double z_loss_coeff = 0.0;     ///< router z-loss weight (ST-MoE)
     double capacity_factor = 0.0;  ///< slots per expert per micro-batch: ⌈factor · N·k / E⌉; 0 = dropless

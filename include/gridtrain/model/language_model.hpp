@@ -236,6 +236,8 @@ class LanguageModel : public Model {
   const moe::RouterLog& routers() const { return routers_; }
   moe::RouterLog& routers() { return routers_; }
   /// RouterLog::width() with MoE layers, else 0.
+  /// The MoE routers' expert biases (model/router.hpp), "<layer>.mlp.gate.e_score_correction_bias".
+  std::vector<std::pair<std::string, torch::Tensor>> kept_state() final;
   std::int64_t carried_width() const final { return routers_.enabled() ? routers_.width() : 0; }
   void carry_in(const torch::Tensor& sums) final { carried_ = sums; }
   torch::Tensor carry_out() const final { return routers_.sums(); }

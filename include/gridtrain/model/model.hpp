@@ -85,6 +85,10 @@ class Model : public torch::nn::Module {
   /// State besides the parameters that checkpoints keep and that dp replicas average after each
   /// step (batch-norm running statistics), by parameter-style name; fp32 tensors, replicated.
   virtual std::vector<std::pair<std::string, torch::Tensor>> replica_state() { return {}; }
+  /// All the state besides the parameters that checkpoints keep (under /model/, resharded as
+  /// parameters are): replica_state() and state a step fix keeps equal on the replicas itself (the
+  /// MoE routers' expert biases, app/expert_bias.hpp); fp32 tensors, replicated, loaded in place.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> kept_state() { return replica_state(); }
   virtual bool first_stage() const = 0;
   virtual bool last_stage() const = 0;
   /// Names of this rank's parameters that another pipeline stage holds a copy of, the copies'

@@ -1,7 +1,7 @@
 // Mixture-of-experts MLP (Shazeer et al. 2017; Mixtral, Jiang et al. 2024; Qwen2-MoE), computed
 // as transformers' MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock compute it: a router
-// (E, C) scores each token in fp32, softmax over the E experts, the top k chosen (their
-// probabilities renormalized to sum 1 with norm_topk_prob, as Mixtral), each token's k expert
+// (E, C) scores each token in fp32 and chooses k experts with their weights (model/router.hpp:
+// Mixtral's softmax by default), each token's k expert
 // outputs summed with those weights in fp32, in expert order (deterministic); plus, optionally,
 // Qwen2-MoE's shared expert, which every token passes through, scaled by sigmoid(shared gate).
 // Dropless by default: every routed token is computed; with a capacity factor each expert
@@ -11,6 +11,7 @@
 //
 // Parameter names (Qwen2-MoE's on-disk ones, under the block's `mlp.`): gate.weight (E, C),
 // experts.<e>.{gate_proj,up_proj}.weight (F_e, C), experts.<e>.down_proj.weight (C, F_e),
+// with an expert bias the buffer gate.e_score_correction_bias (E,) (DeepSeek-V3's name),
 // shared_expert.{gate,up,down}_proj.weight, shared_expert_gate.weight (1, C).
 //
 // The balancing losses (RouterLog) are taken over all MoE layers' tokens of one micro-batch
@@ -25,6 +26,7 @@
 
 #include <torch/torch.h>
 
+#include "gridtrain/model/router.hpp"
 #include "gridtrain/parallel/expert_parallel.hpp"
 
 namespace gridtrain::moe {
@@ -36,6 +38,8 @@ struct MoeShape {
   std::int64_t ffn_hidden = 0;         ///< F_e, each expert's SwiGLU width
   std::int64_t shared_ffn_hidden = 0;  ///< F_s, the shared expert's; 0: none
   bool norm_topk_prob = true;
+  MoeRouter router = MoeRouter::Softmax;  ///< how the router scores and chooses (model/router.hpp)
+  double expert_bias_rate = 0.0;          ///< γ of the expert bias; 0: none
   double aux_loss_coeff = 0.0, z_loss_coeff = 0.0;
   std::vector<std::int64_t> layers;  ///< the MoE layers' global indices, ascending
   double capacity_factor = 0.0;      ///< 0: dropless (drop_over_capacity)
@@ -124,12 +128,12 @@ class MoeMlp : public FeedForward {
   torch::Tensor forward(const torch::Tensor& x) override;
 
  private:
-  std::int64_t experts_total_, top_k_, layer_;
+  std::int64_t experts_total_, layer_;
   EpRegion region_;
-  bool norm_topk_prob_;
   double capacity_factor_;
   RouterLog* log_;
-  torch::nn::Linear gate_{nullptr}, shared_expert_gate_{nullptr};
+  std::shared_ptr<Router> gate_;
+  torch::nn::Linear shared_expert_gate_{nullptr};
   std::vector<std::shared_ptr<FeedForward>> experts_;  // this rank's, from global index region_.first()
   std::shared_ptr<FeedForward> shared_expert_;  // null: none
 };
