@@ -4,8 +4,9 @@
 // gradient. Then the MoE llama at (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2),
 // (dp 2, ep 2, pp 2) (a stage without MoE layers, the interleaved schedule) and with ZeRO 1 and 2
 // over the expert-data-parallel ranks trains as one rank does, also with a capacity factor
-// (dropping the slots one rank drops); a checkpoint written at ep 4 resumes at ep 2 and that
-// one's loads on one rank; and a resume at ep 2 is bit-exact.
+// (dropping the slots one rank drops), with forced balanced routing, and with the sigmoid router
+// and its expert bias (moving it as one rank does); a checkpoint written at ep 4 resumes at ep 2
+// and that one's loads on one rank; and a resume at ep 2 is bit-exact, the bias too.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "../support/training.hpp"
 #include "gridtrain/parallel/expert_parallel.hpp"
@@ -112,6 +114,26 @@ TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) an
     // Every ep rank's experts reach the file, under their global indices.
     QuietTrainer loaded(resuming(moe_llama(dir, 5, 1), c.checkpoint.dir), MPI_COMM_SELF);
     CHECK(rel_diff(loaded.model(), one.model()) <= 1e-5);
+  }
+}
+
+TEST_CASE("expert parallelism with forced balanced routing: (dp 4, ep 4) and (dp 2, ep 2, tp 2) train as one rank",
+          "[np4]") {
+  const auto dir = shared_dir("moe-ep-balanced");
+  auto deck = [&](int dp) {
+    Config c = moe_llama(dir, 4, dp);
+    c.moe.router = MoeRouter::Balanced;
+    return c;
+  };
+  QuietTrainer one(deck(1), MPI_COMM_SELF);
+  const RunResult want = one.run();
+  for (const auto& [dp, ep, tp] : {std::tuple{4, 4, 1}, std::tuple{2, 2, 2}}) {
+    CAPTURE(dp, ep, tp);
+    Config c = deck(dp);
+    c.grid.ep = ep;
+    c.grid.tp = tp;
+    QuietTrainer t(c);
+    check_same_run(t.run(), want, 1e-5);
   }
 }
 

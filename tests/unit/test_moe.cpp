@@ -246,3 +246,18 @@ TEST_CASE("moe: training's loss adds the balancing losses, validation's is the c
   CHECK(validated == Approx(model->loss(idx, targets).item<double>() * items).epsilon(1e-6));
   CHECK(trained - validated == Approx(balancing * items).epsilon(1e-5));
 }
+
+TEST_CASE("moe: a llama with forced balanced routing sends every expert the same slots in every layer", "[moe]") {
+  const Config c = parse_config("", "test", {"--model.type=llama", "--model.n_layer=2", "--model.n_head=2",
+                                             "--model.n_embd=16", "--model.block_size=8", "--moe.experts=4",
+                                             "--moe.top_k=2", "--moe.ffn_hidden=8", "--moe.router=balanced"});
+  const auto model = make_model(c, DataShape{50});
+  model->initialize(3);
+  const auto [idx, targets] = model->split(torch::randint(50, {3, 9}, at::detail::createCPUGenerator(4)));
+  model->stage_forward(idx, 0, idx);
+  const auto& lm = dynamic_cast<const LanguageModel&>(*model);
+  // RouterLog's running counts C (E) over both layers: 2 layers × 3 · 8 tokens × k 2 / E 4 = 24 each.
+  CHECK(torch::equal(lm.routers().sums().narrow(0, 0, 4), torch::full({4}, 24.0f)));
+  // f_e = k/E for every e, so E · Σ_e f_e P_e = k · Σ_e P_e = k whatever the router's P.
+  CHECK(lm.routers().aux_loss().item<double>() == Approx(2.0).epsilon(1e-6));
+}
