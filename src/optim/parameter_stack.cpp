@@ -38,7 +38,7 @@ ParameterStack::ParameterStack(const Config& cfg, Model& model, std::vector<Para
     for (std::size_t i = 0; i < pieces_.size(); ++i)
       if (shards[i].param.defined()) pieces_[i] = {pieces_[i].name, shards[i].param, pieces_[i].param.sizes().vec(), shards[i].offset};
   }
-  if (groups_->zero_stage() == 3) model.set_parameter_gather(&groups_->group(0).parameters());  // the one group
+  if (groups_->zero_stage() == 3) model.set_parameter_gather(groups_.get());
   if (!initial.empty()) {  // the optimizer updates fp32 masters of the pieces, the weights of record
     masters_ = std::make_unique<MasterWeights>(pieces_, initial);
     pieces_ = masters_->masters();

@@ -11,9 +11,6 @@ ParameterGroups::ParameterGroups(const std::vector<torch::Tensor>& params, const
   if (group_of.size() != params.size())
     throw std::invalid_argument("ParameterGroups: " + std::to_string(group_of.size()) + " group indices for " +
                                 std::to_string(params.size()) + " parameters");
-  if (zero.stage == 3 && groups_.size() > 1)
-    throw std::invalid_argument("ParameterGroups: ZeRO stage 3 gathers the model's units through one group; "
-                                "got " + std::to_string(groups_.size()) + " groups");
   std::vector<std::vector<torch::Tensor>> members(groups_.size());
   std::vector<ZeroOptions> options(groups_.size(), ZeroOptions{zero.stage, {}, zero.prefetch});
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -72,6 +69,22 @@ void ParameterGroups::all_gather() {
 
 void ParameterGroups::release_all() {
   for (auto& d : data_parallel_) d->parameters().release_all();
+}
+
+void ParameterGroups::gather_all() {
+  for (auto& d : data_parallel_) d->parameters().gather_all();
+}
+
+void ParameterGroups::gather(int unit) {
+  for (auto& d : data_parallel_)
+    if (d->parameters().holds(unit)) d->parameters().gather(unit);
+}
+
+torch::Tensor ParameterGroups::release(int unit, const torch::Tensor& out, bool keep) {
+  torch::Tensor hooked = out;  // each group hooks the gradient of the same output
+  for (auto& d : data_parallel_)
+    if (d->parameters().holds(unit)) hooked = d->parameters().release(unit, hooked, keep);
+  return hooked;
 }
 
 torch::Tensor ParameterGroups::reduced_gradient(std::size_t i) const {

@@ -56,22 +56,24 @@ std::array<double, kColumns> rank_estimate(const Config& cfg, const LaunchPlan& 
       in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, plan.accumulation, plan.virtual_stages);
   const double n = static_cast<double>(model.parameters()), mib = 1024.0 * 1024.0;
   const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
-  const auto state = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1);  // unsharded
-  const double w = state[0], two_units = 2 * w / model.units();  // stage 3: the one in use and the next
-  // ZeRO 1–2 keep the whole gradients G while backward fills the buckets, plus the reduced shard,
-  // and shard the optimizer state: the dense parameters' over dp, the experts' over dp / ep.
-  const auto grads_optim = [&](double params, int ranks) {
+  const double w = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1)[0];  // unsharded
+  const double units = zero == 3 ? 2 * w / model.units() : 0.0;  // stage 3: the unit in use and the next, whole
+  // Each group's parameters, gradients and optimizer state, the dense ones' over dp and the
+  // experts' over dp / ep: ZeRO 1–2 keep the whole gradients G while backward fills the buckets,
+  // plus the reduced shard, and shard the optimizer state; stage 3 keeps shards of all three.
+  const auto group_state = [&](double params, int ranks) {
     const int z = ranks > 1 ? cfg.optim.zero_stage : 0;
     const auto s = zero_state_bytes(0, params, cfg.optim.type, cfg.precision.weights, 1);
-    return std::array<double, 2>{s[1] + (z > 0 ? s[1] / ranks : 0.0), s[2] / (z > 0 ? ranks : 1)};
+    if (z == 3) return std::array<double, 3>{s[0] / ranks, s[1] / ranks, s[2] / ranks};
+    return std::array<double, 3>{s[0], s[1] + (z > 0 ? s[1] / ranks : 0.0), s[2] / (z > 0 ? ranks : 1)};
   };
-  const auto dense = grads_optim(n - moe.expert_params, g.dp), experts = grads_optim(moe.expert_params, g.dp / g.ep);
+  const auto dense = group_state(n - moe.expert_params, g.dp), experts = group_state(moe.expert_params, g.dp / g.ep);
   const bool casts = elem == 2 && cfg.precision.weights == PrecisionType::Fp32;  // autocast's 2-byte weight copies
   std::array<double, kColumns> row = {
       n,
-      (zero == 3 ? w / g.dp + two_units : w) / mib,
-      (zero == 3 ? state[1] / g.dp + two_units : dense[0] + experts[0]) / mib,  // ZeRO 3: ep = 1
-      (zero == 3 ? state[2] / g.dp : dense[1] + experts[1]) / mib,
+      (dense[0] + experts[0] + units) / mib,
+      (dense[1] + experts[1] + units) / mib,
+      (dense[2] + experts[2]) / mib,
       casts ? 2 * n / mib : 0.0,
       model.activation_bytes(cfg.train.micro_batch, elem, in_flight) / mib,
       // the host copy of the fp32 weights (the masters) and the optimizer state

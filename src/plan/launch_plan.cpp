@@ -46,10 +46,6 @@ void check_experts(const Config& c, const GridShape& s, Problems& out) {
   if (s.ep > 0 && c.moe.experts % s.ep != 0)
     out.push_back("moe.experts = " + std::to_string(c.moe.experts) + " is not divisible by " + ep +
                   "; valid: grid.ep dividing moe.experts (each ep rank holds moe.experts / grid.ep of each layer)");
-  if (c.optim.zero_stage == 3)
-    out.push_back("optim.zero_stage = 3 with " + ep + ": stage 3 gathers each layer through one parameter group, "
-                  "and the experts form a second (over the expert-data-parallel ranks); valid: optim.zero_stage "
-                  "<= 2 with grid.ep > 1, or grid.ep = 1");
 }
 
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {

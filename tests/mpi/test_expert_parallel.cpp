@@ -2,7 +2,7 @@
 // alone, at ep 1, 2 and 4 (and with slots dropped by capacity): every row reaches the expert
 // that was chosen for it, and permute → unpermute with weights 1/k gives back the input and its
 // gradient. Then the MoE llama at (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2),
-// (dp 2, ep 2, pp 2) (a stage without MoE layers, the interleaved schedule) and with ZeRO 1 and 2
+// (dp 2, ep 2, pp 2) (a stage without MoE layers, the interleaved schedule) and with ZeRO 1, 2 and 3
 // over the expert-data-parallel ranks trains as one rank does, also with a capacity factor
 // (dropping the slots one rank drops), with forced balanced routing, and with the sigmoid router
 // and its expert bias (moving it as one rank does); a checkpoint written at ep 4 resumes at ep 2
@@ -92,7 +92,7 @@ TEST_CASE("token dispatch: rows reach their experts, and permute then unpermute 
   }
 }
 
-TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) and ZeRO 1, 2 over expert dp train "
+TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) and ZeRO 1-3 over expert dp train "
           "as one rank", "[np4]") {
   const auto dir = shared_dir("moe-ep");
   QuietTrainer one(moe_llama(dir, 5, 1), MPI_COMM_SELF);
@@ -101,7 +101,7 @@ TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) an
     int dp, ep, tp, zero;
   };
   for (const Layout l : {Layout{4, 2, 1, 0}, Layout{4, 4, 1, 0}, Layout{2, 2, 2, 0}, Layout{4, 2, 1, 1},
-                         Layout{4, 4, 1, 2}}) {
+                         Layout{4, 4, 1, 2}, Layout{4, 2, 1, 3}, Layout{2, 2, 2, 3}}) {
     CAPTURE(l.dp, l.ep, l.tp, l.zero);
     Config c = moe_llama(dir, 5, l.dp);
     c.grid.ep = l.ep;
@@ -229,7 +229,7 @@ TEST_CASE("expert parallelism with a capacity factor: (dp 4, ep 2) and (dp 2, ep
 }
 
 TEST_CASE("expert parallelism with the sigmoid router and expert bias: (dp 4, ep 2) and (dp 2, ep 2, pp 2) train "
-          "and balance as one rank; the bias reshards and resumes bit-exact", "[np4]") {
+          "and balance as one rank; the bias reshards and, under ZeRO 3, resumes bit-exact", "[np4]") {
   const auto dir = shared_dir("moe-ep-bias");
   auto deck = [&](int steps, int dp) {
     Config c = moe_llama(dir, steps, dp);
@@ -275,6 +275,7 @@ TEST_CASE("expert parallelism with the sigmoid router and expert bias: (dp 4, ep
   check_resume(dir + "/ckpt-bits", [&](int steps) {
     Config c = deck(steps, 4);
     c.grid.ep = 2;
+    c.optim.zero_stage = 3;  // the experts' shards over expert dp, the dense ones' over dp
     return c;
   }, 3, 6);
 }

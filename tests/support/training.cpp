@@ -101,7 +101,7 @@ Log& quiet_log() {
 RunResult quiet_run(const Config& c, MPI_Comm comm) { return QuietTrainer(c, comm).run(); }
 
 std::vector<torch::Tensor> snapshot(Trainer& t) {
-  const WholeParameters whole(t.parameters());  // ZeRO stage 3 holds shards between steps
+  const WholeParameters whole(t.groups());  // ZeRO stage 3 holds shards between steps
   std::vector<torch::Tensor> out;
   for (auto& p : t.model().parameters()) out.push_back(p.detach().clone());
   for (auto& [name, b] : t.model().kept_state()) out.push_back(b.clone());  // batch-norm statistics, expert biases

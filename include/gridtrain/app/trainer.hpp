@@ -54,8 +54,8 @@ class Trainer {
   Checkpointer& checkpointer() { return *checkpointer_; }
   /// The parameter groups, each with its gradient Reducer and ZeRO storage.
   ParameterGroups& groups() { return stack_->groups(); }
-  /// ZeRO's parameter storage (WholeParameters makes every parameter whole at stage 3, where
-  /// there is one group).
+  /// ZeRO's parameter storage of the dense group, group 0 (at stage 3 WholeParameters(groups())
+  /// makes every group's parameters whole).
   ShardedParameters& parameters() { return stack_->groups().group(0).parameters(); }
   /// This rank's model state bytes now (the memory accountant of the summary).
   StateBytes state_bytes();

@@ -28,6 +28,7 @@
 
 #include "gridtrain/comm/axis.hpp"
 #include "gridtrain/parallel/data_parallel.hpp"
+#include "gridtrain/parallel/parameter_gather.hpp"
 
 namespace gridtrain {
 
@@ -38,14 +39,16 @@ struct ParameterGroup {
   Axis* axis = nullptr;
 };
 
-class ParameterGroups {
+/// ZeRO stage 3 through every group: a unit (a transformer block) may have parameters in
+/// several (an MoE block's dense ones over dp, its experts over expert dp), and gather() and
+/// release() act on each group that holds it, in group order.
+class ParameterGroups : public ParameterGather {
  public:
   /// params in the model's order; group_of[i] indexes groups for parameter i. dp: the whole
   /// data-parallel axis; each group's axis is dp or a split of it whose size divides dp's.
   /// Collective over every group's axis. Throws std::invalid_argument when group_of and params
   /// differ in length or name a group that does not exist, when a group is empty or its axis does
-  /// not divide dp, for ZeRO stage 3 with more than one group (the model has one ParameterGather),
-  /// and what DataParallel throws.
+  /// not divide dp, and what DataParallel throws.
   ParameterGroups(const std::vector<torch::Tensor>& params, const std::vector<std::size_t>& group_of,
                   std::vector<ParameterGroup> groups, const Axis& dp, double bucket_mb, bool overlap,
                   Compression compression, const ZeroOptions& zero);
@@ -69,6 +72,11 @@ class ParameterGroups {
   void all_gather();
   /// ZeRO stage 3: frees every gathered unit.
   void release_all();
+  /// ZeRO stage 3: every group's units gathered (WholeParameters). A no-op below it.
+  void gather_all();
+  // ParameterGather (stage 3; the model's one).
+  void gather(int unit) override;
+  torch::Tensor release(int unit, const torch::Tensor& out, bool keep) override;
   /// This step's exchange (the same in every group: it follows the deck and the optimizer).
   GradExchange exchange() const { return data_parallel_.front()->reducer().exchange(); }
 

@@ -48,6 +48,9 @@ class ShardedParameters : public ParameterGather, public ParameterStorage {
   /// Stage 3: the Reducer, asked for a unit's gradient bucket before the unit's backward.
   void connect(GradientStorage& gradients) { gradients_ = &gradients; }
 
+  /// Stage 3: whether unit `unit` has parameters here (a parameter group may lack a unit: the
+  /// experts' group has only the MoE blocks). False below stage 3.
+  bool holds(int unit) const { return stage_ == 3 && layout_->find_unit(unit) >= 0; }
   // ParameterGather (stage 3; no-ops below it).
   void gather(int unit) override;
   torch::Tensor release(int unit, const torch::Tensor& out, bool keep) override;
@@ -90,16 +93,17 @@ class ShardedParameters : public ParameterGather, public ParameterStorage {
 };
 
 /// ZeRO stage 3: every parameter whole for the guard's lifetime (gather_all), released at its
-/// end.
+/// end. P: ShardedParameters, or ParameterGroups (all groups).
+template <class P>
 class WholeParameters {
  public:
-  explicit WholeParameters(ShardedParameters& p) : p_(p) { p_.gather_all(); }
+  explicit WholeParameters(P& p) : p_(p) { p_.gather_all(); }
   ~WholeParameters() { p_.release_all(); }
   WholeParameters(const WholeParameters&) = delete;
   WholeParameters& operator=(const WholeParameters&) = delete;
 
  private:
-  ShardedParameters& p_;
+  P& p_;
 };
 
 }  // namespace gridtrain
