@@ -207,6 +207,16 @@ MOE = {
 }
 
 
+def export_refused(env, ckpt, hf_dir, needle, what):
+    """gridtrain export of ckpt to hf_dir fails, naming `needle`, and writes nothing."""
+    p = run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir], expect_ok=False)
+    text = p.stdout + p.stderr
+    if p.returncode == 0 or needle not in text or os.path.exists(hf_dir):
+        sys.exit(f"FAILED: export of {what}: exit {p.returncode}, exists {os.path.exists(hf_dir)}, "
+                 f"expected {needle!r} in:\n{text}")
+    print(f"refused as expected, nothing written: {text.strip().splitlines()[-1]}")
+
+
 def case_moe(env, flavor):
     """Export of an MoE llama trained at dp 2 under ZeRO 3: transformers' own class loads its per-expert
     tensors; the logits, the load-balancing loss (transformers' aux_loss with output_router_logits),
@@ -243,13 +253,7 @@ def case_moe(env, flavor):
         sys.exit("FAILED: greedy tokens differ")
     if flavor == "mixtral":  # a router transformers' classes do not compute is refused, nothing written
         ckpt = env.train("moe-sigmoid", keys + ["--moe.router=sigmoid", "--moe.expert_bias_rate=1e-3"], steps=1)
-        hf_dir = os.path.join(env.work, "hf-moe-sigmoid")
-        p = run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir], expect_ok=False)
-        text = p.stdout + p.stderr
-        if p.returncode == 0 or "moe.router = sigmoid" not in text or os.path.exists(hf_dir):
-            sys.exit(f"FAILED: export of a sigmoid router: exit {p.returncode}, exists {os.path.exists(hf_dir)}, "
-                     f"expected 'moe.router = sigmoid' in:\n{text}")
-        print(f"refused as expected, nothing written: {text.strip().splitlines()[-1]}")
+        export_refused(env, ckpt, os.path.join(env.work, "hf-moe-sigmoid"), "moe.router = sigmoid", "a sigmoid router")
 
 
 # Text for the tokenizer checks: KJV sentences, then what tokenizers get wrong most often.
@@ -312,12 +316,7 @@ def case_tokenizer(env, flavor):
     if os.path.exists(hf_dir):
         shutil.rmtree(hf_dir)
     if flavor == "bpe":
-        p = run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir], expect_ok=False)
-        text = p.stdout + p.stderr
-        if p.returncode == 0 or "model_type = bpe" not in text or os.path.exists(hf_dir):
-            sys.exit(f"FAILED: export of a BPE SentencePiece model: exit {p.returncode}, "
-                     f"exists {os.path.exists(hf_dir)}, expected 'model_type = bpe' in:\n{text}")
-        print(f"refused as expected, nothing written: {text.strip().splitlines()[-1]}")
+        export_refused(env, ckpt, hf_dir, "model_type = bpe", "a BPE SentencePiece model")
         return
     run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir])
     model = os.path.join(hf_dir, "tokenizer.model")
