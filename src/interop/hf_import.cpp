@@ -1,4 +1,5 @@
 // gridtrain import: a transformers model directory → a weights-only gridtrain checkpoint.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,17 +69,24 @@ class HfConfig {
   json j_;
 };
 
-void llama_model(const HfConfig& hc, Config::Model& m) {
+// What a config class assumes for a key config.json leaves out (LlamaConfig's, MixtralConfig's, ...).
+struct LlamaDefaults {
+  int block_size;
+  double norm_eps, rope_theta;
+};
+constexpr LlamaDefaults kLlama{2048, 1e-6, 10000.0}, kMixtral{4096 * 32, 1e-5, 1e6}, kQwen2Moe{32768, 1e-6, 10000.0};
+
+void llama_model(const HfConfig& hc, Config::Model& m, const LlamaDefaults& d) {
   m.type = ModelType::Llama;
   m.n_embd = hc.get<int>("hidden_size");
   m.n_layer = hc.get<int>("num_hidden_layers");
   m.n_head = hc.get<int>("num_attention_heads");
   m.n_kv_head = hc.get<int>("num_key_value_heads", m.n_head);
   m.ffn_hidden = hc.get<int>("intermediate_size");
-  m.block_size = hc.get<int>("max_position_embeddings", 2048);
-  m.norm_eps = hc.get<double>("rms_norm_eps", 1e-6);  // LlamaConfig's default
+  m.block_size = hc.get<int>("max_position_embeddings", d.block_size);
+  m.norm_eps = hc.get<double>("rms_norm_eps", d.norm_eps);
   m.tie_embeddings = hc.get<bool>("tie_word_embeddings", false);
-  m.rope_theta = hc.get<double>("rope_theta", 10000.0);
+  m.rope_theta = hc.get<double>("rope_theta", d.rope_theta);
   if (hc.has("rope_parameters")) {  // transformers 5's form
     const json& rope = hc.raw().at("rope_parameters");
     if (rope.value("rope_type", "default") != "default")
@@ -90,9 +98,49 @@ void llama_model(const HfConfig& hc, Config::Model& m) {
   hc.require("hidden_act", "silu", "the SwiGLU MLP uses SiLU");
   hc.require("attention_bias", false, "gridtrain's llama has no biases");
   hc.require("mlp_bias", false, "gridtrain's llama has no biases");
-  hc.require("sliding_window", nullptr, "attention is full causal");
+  if (hc.get<bool>("use_sliding_window", true))  // Qwen2's configs carry a window this key switches off
+    hc.require("sliding_window", nullptr, "attention is full causal");
+  for (const json& type : hc.get<std::vector<json>>("layer_types", {}))
+    if (type != "full_attention")
+      throw Error(hc.path() + ": layer_types holds " + type.dump() +
+                  ", which is not supported (attention is full causal); valid: \"full_attention\"");
   hc.require("pretraining_tp", 1, "sliced projections");
   hc.require("head_dim", m.n_embd / m.n_head, "gridtrain's head width is hidden_size / num_attention_heads");
+}
+
+// MixtralConfig: every layer a mixture of intermediate_size-wide experts, the top-k renormalized.
+void mixtral_moe(const HfConfig& hc, Config& c) {
+  c.moe.experts = hc.get<int>("num_local_experts", 8);
+  c.moe.top_k = hc.get<int>("num_experts_per_tok", 2);
+  c.moe.ffn_hidden = c.model.ffn_hidden;
+  c.moe.aux_loss_coeff = hc.get<double>("router_aux_loss_coef", 0.001);
+  hc.require("router_jitter_noise", 0.0, "the router's logits are computed without noise");
+}
+
+// Qwen2MoeConfig: a shared expert with its sigmoid gate; layer i is MoE unless it is in
+// mlp_only_layers, where (i + 1) % decoder_sparse_step == 0 (Qwen2MoeDecoderLayer's rule).
+void qwen2_moe(const HfConfig& hc, Config& c) {
+  if (hc.get<bool>("qkv_bias", true))  // Qwen2MoeConfig's default: true
+    throw Error(hc.path() + ": qkv_bias = true is not supported (gridtrain's llama has no biases); valid: false");
+  hc.require("use_sliding_window", false, "attention is full causal");
+  const int step = hc.get<int>("decoder_sparse_step", 1);
+  const auto dense = hc.get<std::vector<int>>("mlp_only_layers", {});
+  if (step < 1) throw Error(hc.path() + ": decoder_sparse_step = " + std::to_string(step) + "; valid: >= 1");
+  std::vector<int> moe_layers;
+  for (int i = 0; i < c.model.n_layer; ++i)
+    if ((i + 1) % step == 0 && std::find(dense.begin(), dense.end(), i) == dense.end()) moe_layers.push_back(i);
+  c.moe.experts = hc.get<int>("num_experts", 60);
+  if (c.moe.experts == 0 || moe_layers.empty()) {  // no layer is a mixture: a dense llama
+    c.moe = {};
+    return;
+  }
+  c.moe.every = step;
+  if (!dense.empty()) c.moe.list = moe_layers;
+  c.moe.top_k = hc.get<int>("num_experts_per_tok", 4);
+  c.moe.ffn_hidden = hc.get<int>("moe_intermediate_size", 1408);
+  c.moe.shared_ffn_hidden = hc.get<int>("shared_expert_intermediate_size", 5632);
+  c.moe.norm_topk_prob = hc.get<bool>("norm_topk_prob", false);
+  c.moe.aux_loss_coeff = hc.get<double>("router_aux_loss_coef", 0.001);
 }
 
 void gpt2_model(const HfConfig& hc, Config::Model& m) {
@@ -117,9 +165,20 @@ void gpt2_model(const HfConfig& hc, Config::Model& m) {
 Config imported_config(const HfConfig& hc) {
   Config c = parse_config("", hc.path(), {});
   const std::string type = hc.get<std::string>("model_type");
-  if (type == "llama") llama_model(hc, c.model);
-  else if (type == "gpt2") gpt2_model(hc, c.model);
-  else throw Error(hc.path() + ": model_type = \"" + type + "\" is not supported; valid: \"llama\", \"gpt2\"");
+  if (type == "llama") {
+    llama_model(hc, c.model, kLlama);
+  } else if (type == "mixtral") {
+    llama_model(hc, c.model, kMixtral);
+    mixtral_moe(hc, c);
+  } else if (type == "qwen2_moe") {
+    llama_model(hc, c.model, kQwen2Moe);
+    qwen2_moe(hc, c);
+  } else if (type == "gpt2") {
+    gpt2_model(hc, c.model);
+  } else {
+    throw Error(hc.path() + ": model_type = \"" + type + "\" is not supported; valid: \"llama\", \"mixtral\", "
+                "\"qwen2_moe\", \"gpt2\"");
+  }
   c.model.vocab_size = hc.get<int>("vocab_size");
   return parse_config(config_text(c), hc.path() + " (as a deck)", {});  // the deck's own checks
 }
@@ -173,9 +232,10 @@ std::string check_tied_head(const std::vector<SafetensorsReader>& files, Config:
          "loads it\n";
 }
 
-// The tensors under gridtrain's names, checked against the model config.json describes.
+// The tensors under gridtrain's names, checked against the model config.json describes; mixtral:
+// the file names them as Mixtral does (hf::to_mixtral).
 std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& files, const Config& cfg,
-                                          const std::string& dir) {
+                                          const std::string& dir, bool mixtral) {
   // The names and global shapes of the model config.json describes, from its plan (no tensors).
   const auto plan = plan_model(cfg, DataShape{cfg.model.vocab_size}, {});
   const auto& lm_plan = dynamic_cast<const LanguageModelPlan&>(*plan);  // gpt and llama only reach here
@@ -184,7 +244,7 @@ std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& 
   std::vector<hf::WholeTensor> out;
   for (const auto& f : files)
     for (const auto& [hf_name, info] : f.tensors()) {
-      const auto name = hf::from_hf(cfg.model.type, hf_name);
+      const auto name = mixtral ? hf::from_mixtral(hf_name) : hf::from_hf(cfg.model.type, hf_name);
       const bool tied_head = hf_name == "lm_head.weight" && (cfg.model.type == ModelType::Gpt || cfg.model.tie_embeddings);
       if (!name || tied_head) continue;  // buffers; a tied head is the embedding (transformers ties it on load)
       const auto it = want.find(*name);
@@ -199,9 +259,11 @@ std::vector<hf::WholeTensor> read_tensors(const std::vector<SafetensorsReader>& 
       want.erase(it);
       out.push_back(std::move(t));
     }
-  if (!want.empty())
-    throw Error(dir + ": tensor '" + hf::to_hf(cfg.model.type, want.begin()->first) + "' is missing (" +
-                std::to_string(want.size()) + " missing in all)");
+  if (!want.empty()) {
+    const std::string& missing = want.begin()->first;
+    throw Error(dir + ": tensor '" + (mixtral ? hf::to_mixtral(missing) : hf::to_hf(cfg.model.type, missing)) +
+                "' is missing (" + std::to_string(want.size()) + " missing in all)");
+  }
   return out;
 }
 
@@ -252,15 +314,18 @@ void write_weights_checkpoint(const std::string& path, const Config& cfg, const 
 std::string import_hf(const HfImportOptions& o) {
   try {
     const fs::path dir(o.input);
-    Config cfg = imported_config(HfConfig(dir / "config.json"));
+    const HfConfig hc(dir / "config.json");
+    Config cfg = imported_config(hc);
     const auto files = weight_files(dir);
     const std::string head = check_tied_head(files, cfg.model);
-    const auto tensors = read_tensors(files, cfg, o.input);
+    const auto tensors = read_tensors(files, cfg, o.input, hc.get<std::string>("model_type") == "mixtral");
     const auto [tokenizer, tokenizer_note] = read_tokenizer(dir, cfg);
     const std::string tmp = o.output + ".tmp";  // never a half-written file under the name asked for
     write_weights_checkpoint(tmp, cfg, tensors, tokenizer, "transformers: " + fs::absolute(dir).string());
     fs::rename(tmp, o.output);
-    return "Imported " + o.input + " (" + name_of(cfg.model.type) + ", " + std::to_string(tensors.size()) +
+    const std::string experts = cfg.moe.enabled() ? ", " + std::to_string(cfg.moe.experts) + " experts, top-" +
+                                                         std::to_string(cfg.moe.top_k) : "";
+    return "Imported " + o.input + " (" + name_of(cfg.model.type) + experts + ", " + std::to_string(tensors.size()) +
            " tensors) to " + o.output + ": weights only; start a run from it with --checkpoint.init_from=" + o.output +
            "\n" + head + tokenizer_note;
   } catch (const Error& e) {

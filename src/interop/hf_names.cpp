@@ -18,6 +18,15 @@ std::string to_mixtral(const std::string& name) {
   return out;  // the router, block_sparse_moe.gate.weight
 }
 
+std::string from_mixtral(const std::string& name) {
+  const auto moe = name.find(".block_sparse_moe.");
+  if (moe == std::string::npos) return name;
+  std::string out = name.substr(0, moe) + ".mlp." + name.substr(moe + 18);
+  for (const auto& [theirs, ours] : {std::pair{".w1.", ".gate_proj."}, {".w3.", ".up_proj."}, {".w2.", ".down_proj."}})
+    if (const auto at = out.find(theirs); at != std::string::npos) return out.replace(at, std::string(theirs).size(), ours);
+  return out;
+}
+
 std::optional<std::string> from_hf(ModelType t, const std::string& name) {
   if (t != ModelType::Gpt) return name;
   if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") || name == "lm_head.weight")

@@ -24,6 +24,8 @@ std::string to_hf(ModelType t, const std::string& name);
 /// layer's `mlp.` is `block_sparse_moe.`, an expert's gate_proj, up_proj, down_proj are w1, w3, w2
 /// (transformers' conversion_mapping turns them into its fused experts on load).
 std::string to_mixtral(const std::string& name);
+/// gridtrain's name of Mixtral's on-disk tensor `name`: to_mixtral's inverse (other names unchanged).
+std::string from_mixtral(const std::string& name);
 /// gridtrain's name of transformers tensor `name`, or nullopt for a tensor gridtrain does not
 /// hold (GPT-2's causal-mask buffers attn.bias and attn.masked_bias; a tied lm_head.weight).
 /// Unknown names come back unchanged (the caller's shape check refuses them).

@@ -83,6 +83,14 @@ FAMILIES = {
 FAMILIES["llama-tied"] = FAMILIES["llama"] + ["--model.tie_embeddings=true"]
 FAMILIES["llama-v257"] = FAMILIES["llama"] + ["--model.vocab_size=257"]  # not divisible by tp = 2
 
+# Mixtures of experts as transformers' two classes: Mixtral (every layer MoE, renormalized top-k)
+# and Qwen2-MoE (a shared expert, the softmax probabilities as chosen, a dense layer 0).
+MOE = {
+    "mixtral": ["--moe.experts=4", "--moe.top_k=2", "--moe.ffn_hidden=24"],
+    "qwen2_moe": ["--moe.experts=4", "--moe.top_k=2", "--moe.ffn_hidden=24", "--moe.shared_ffn_hidden=40",
+                  "--moe.norm_topk_prob=false", "--moe.layers=1"],
+}
+
 
 def hf_logits(directory, ids):
     from transformers import AutoModelForCausalLM
@@ -103,14 +111,9 @@ def model_weights(path):
         return {n: f["model"][n][()] for n in f["model"]}
 
 
-def case_export(env, family, dp, tp, pp, zero):
-    dp, tp, pp, zero = int(dp), int(tp), int(pp), int(zero)
-    ckpt = env.train(f"export-{family}-{dp}{tp}{pp}{zero}", FAMILIES[family] + [f"--optim.zero_stage={zero}"], dp, tp, pp)
-    hf_dir = os.path.join(env.work, f"hf-{family}-{dp}{tp}{pp}{zero}")
-    run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir, "--max-shard-mb", "0.05"])
-    ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(1))
-    check_close(f"export {family} at (dp,tp,pp,zero) = ({dp},{tp},{pp},{zero})", env.logits(ckpt, ids), hf_logits(hf_dir, ids))
-    back = os.path.join(env.work, f"back-{family}.h5")
+def check_round_trip(env, ckpt, hf_dir):
+    """gridtrain import of `hf_dir`, the export of `ckpt`, gives ckpt's weights bit for bit."""
+    back = hf_dir + "-back.h5"
     run([env.gridtrain, "import", hf_dir, "--output", back])
     a, b = model_weights(ckpt), model_weights(back)
     if a.keys() != b.keys() or any(a[k].tobytes() != b[k].tobytes() for k in a):
@@ -118,15 +121,39 @@ def case_export(env, family, dp, tp, pp, zero):
     print("export -> import: the same weights, bit for bit")
 
 
+def case_export(env, family, dp, tp, pp, zero):
+    dp, tp, pp, zero = int(dp), int(tp), int(pp), int(zero)
+    ckpt = env.train(f"export-{family}-{dp}{tp}{pp}{zero}", FAMILIES[family] + [f"--optim.zero_stage={zero}"], dp, tp, pp)
+    hf_dir = os.path.join(env.work, f"hf-{family}-{dp}{tp}{pp}{zero}")
+    run([env.gridtrain, "export", ckpt, "--format", "hf", "--output", hf_dir, "--max-shard-mb", "0.05"])
+    ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(1))
+    check_close(f"export {family} at (dp,tp,pp,zero) = ({dp},{tp},{pp},{zero})", env.logits(ckpt, ids), hf_logits(hf_dir, ids))
+    check_round_trip(env, ckpt, hf_dir)
+
+
 def random_hf_model(family, directory):
+    """A transformers model of `family` with random weights saved to `directory`; the gridtrain keys of its deck."""
     import transformers
     torch.manual_seed(3)
+    llama_keys = FAMILIES["llama"][:6] + [f"--model.block_size={T}", "--model.rope_theta=20000", "--model.norm_eps=1e-5"]
+    llama_args = dict(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=T, rms_norm_eps=1e-5, rope_theta=20000.0,
+                      tie_word_embeddings=False)
+    moe_args = dict(num_experts_per_tok=2, router_aux_loss_coef=0.02)
     if family == "llama":
-        cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=T,
-                                       rms_norm_eps=1e-5, rope_theta=20000.0, tie_word_embeddings=False)
-        model = transformers.LlamaForCausalLM(cfg)
-        keys = FAMILIES["llama"][:6] + [f"--model.block_size={T}", "--model.rope_theta=20000", "--model.norm_eps=1e-5"]
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama_args))
+        keys = llama_keys
+    elif family == "mixtral":  # the experts 24 wide: intermediate_size is theirs
+        cfg = transformers.MixtralConfig(**{**llama_args, "intermediate_size": 24}, num_local_experts=4, **moe_args)
+        model = transformers.MixtralForCausalLM(cfg)
+        keys = [k for k in llama_keys if not k.startswith("--model.ffn_hidden")] + ["--model.ffn_hidden=24"]
+        keys += MOE["mixtral"] + ["--moe.aux_loss_coeff=0.02"]
+    elif family == "qwen2_moe":  # layer 0 dense (mlp_only_layers), layer 1 MoE with a shared expert
+        cfg = transformers.Qwen2MoeConfig(**llama_args, num_experts=4, moe_intermediate_size=24,
+                                          shared_expert_intermediate_size=40, norm_topk_prob=False, mlp_only_layers=[0],
+                                          qkv_bias=False, **moe_args)
+        model = transformers.Qwen2MoeForCausalLM(cfg)
+        keys = llama_keys + MOE["qwen2_moe"] + ["--moe.aux_loss_coeff=0.02"]
     else:
         cfg = transformers.GPT2Config(vocab_size=256, n_positions=T, n_embd=32, n_layer=2, n_head=4,
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
@@ -140,16 +167,23 @@ def random_hf_model(family, directory):
 
 
 def case_import(env, family):
+    """Import of a save_pretrained model: logits (and an MoE's balancing losses) at (1,1,1), from bf16
+    and fp16 files, loaded at (1,2,2) and saved; then a fine-tune at dp 2 (an MoE's at ep 2) learns."""
     hf_dir = os.path.join(env.work, f"random-{family}")
     keys = random_hf_model(family, hf_dir)
+    moe = family in MOE
     ckpt = os.path.join(env.work, f"imported-{family}.h5")
     run([env.gridtrain, "import", hf_dir, "--output", ckpt])
     ids = torch.randint(0, 256, (B, T), generator=torch.Generator().manual_seed(2))
     want = hf_logits(hf_dir, ids)
     check_close(f"import {family} at (1,1,1)", env.logits(ckpt, ids), want)
+    from transformers import AutoModelForCausalLM
+    if moe:
+        model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+        with torch.no_grad():
+            check_router_losses(env, model(ids, output_router_logits=True))
     # bf16 and fp16 files: widened exactly, so gridtrain's fp32 logits are transformers' on the
     # same weights loaded as fp32.
-    from transformers import AutoModelForCausalLM
     for dtype in (torch.bfloat16, torch.float16):
         low_dir = f"{hf_dir}-{str(dtype)[6:]}"
         AutoModelForCausalLM.from_pretrained(hf_dir, dtype=dtype).save_pretrained(low_dir)
@@ -160,10 +194,11 @@ def case_import(env, family):
     saved = env.train(f"init-{family}-122", keys + [f"--checkpoint.init_from={ckpt}", "--optim.lr=1e-30",
                                                    "--optim.min_lr=0"], 1, 2, 2, steps=1)
     check_close(f"import {family}, loaded at (1,2,2) and saved", env.logits(saved, ids), want)
-    tuned = env.train(f"tune-{family}", keys + [f"--checkpoint.init_from={ckpt}", "--optim.lr=3e-3"], 2, 1, 1, steps=20)
+    tuned = env.train(f"tune-{family}", keys + [f"--checkpoint.init_from={ckpt}", "--optim.lr=3e-3"] +
+                      (["--grid.ep=2"] if moe else []), 2, 1, 1, steps=20)
     with open(os.path.join(env.work, f"tune-{family}", "metrics.jsonl")) as f:
         losses = [json.loads(line)["loss"] for line in f if '"loss"' in line]
-    print(f"fine-tune 20 steps at dp 2: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    print(f"fine-tune 20 steps at dp 2{', ep 2' if moe else ''}: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     if not (os.path.exists(tuned) and losses[-1] < losses[0]):
         sys.exit("FAILED: fine-tuning the imported model did not lower the loss")
 
@@ -198,13 +233,18 @@ def case_generate(env, family):
             sys.exit("FAILED: greedy tokens differ")
 
 
-# Mixtures of experts as transformers' two classes: Mixtral (every layer MoE, renormalized top-k)
-# and Qwen2-MoE (a shared expert, the softmax probabilities as chosen, a dense layer 0).
-MOE = {
-    "mixtral": ["--moe.experts=4", "--moe.top_k=2", "--moe.ffn_hidden=24"],
-    "qwen2_moe": ["--moe.experts=4", "--moe.top_k=2", "--moe.ffn_hidden=24", "--moe.shared_ffn_hidden=40",
-                  "--moe.norm_topk_prob=false", "--moe.layers=1"],
-}
+def check_router_losses(env, out):
+    """The last env.logits run's aux and z losses against transformers' `out` (output_router_logits = True):
+    transformers' aux_loss, and the z-loss from its router logits (it computes none)."""
+    fields = env.last_logits_run.split()
+    ours = {"aux": float(fields[fields.index("aux_loss") + 1]), "z": float(fields[fields.index("z_loss") + 1])}
+    router_logits = torch.cat([r.reshape(-1, r.shape[-1]).float() for r in out.router_logits])
+    theirs = {"aux": float(out.aux_loss), "z": float(torch.logsumexp(router_logits, -1).square().mean())}
+    for name in ("aux", "z"):
+        err = abs(ours[name] - theirs[name]) / abs(theirs[name])
+        print(f"{name} loss: gridtrain {ours[name]:.7f}, transformers {theirs[name]:.7f}, relative difference {err:.1e}")
+        if not err <= TOL:
+            sys.exit(f"FAILED: the {name} losses differ")
 
 
 def export_refused(env, ckpt, hf_dir, needle, what):
@@ -235,15 +275,8 @@ def case_moe(env, flavor):
     with torch.no_grad():
         out = model(ids, output_router_logits=True)
     check_close(f"export {flavor}: logits", env.logits(ckpt, ids), out.logits)
-    fields = env.last_logits_run.split()
-    ours = {"aux": float(fields[fields.index("aux_loss") + 1]), "z": float(fields[fields.index("z_loss") + 1])}
-    router_logits = torch.cat([r.reshape(-1, r.shape[-1]).float() for r in out.router_logits])
-    theirs = {"aux": float(out.aux_loss), "z": float(torch.logsumexp(router_logits, -1).square().mean())}
-    for name in ("aux", "z"):
-        err = abs(ours[name] - theirs[name]) / abs(theirs[name])
-        print(f"{name} loss: gridtrain {ours[name]:.7f}, transformers {theirs[name]:.7f}, relative difference {err:.1e}")
-        if not err <= TOL:
-            sys.exit(f"FAILED: the {name} losses differ")
+    check_router_losses(env, out)
+    check_round_trip(env, ckpt, hf_dir)
     prompt = b"And God said"
     theirs = model.generate(torch.tensor([list(prompt)]), max_new_tokens=24, do_sample=False, pad_token_id=0)
     theirs = theirs[0, len(prompt):].tolist()
