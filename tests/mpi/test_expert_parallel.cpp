@@ -1,4 +1,4 @@
-// Run under mpiexec -n 4: expert parallelism (parallel/expert_parallel.hpp). The token dispatch
+// Run under mpiexec -n 4 ([np4]) and -n 8 ([np8]): expert parallelism (parallel/expert_parallel.hpp). The token dispatch
 // alone, at ep 1, 2 and 4 (and with slots dropped by capacity): every row reaches the expert
 // that was chosen for it, and permute → unpermute with weights 1/k gives back the input and its
 // gradient. Then the MoE llama at (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2),
@@ -6,7 +6,9 @@
 // over the expert-data-parallel ranks trains as one rank does, also with a capacity factor
 // (dropping the slots one rank drops), with forced balanced routing, and with the sigmoid router
 // and its expert bias (moving it as one rank does); a checkpoint written at ep 4 resumes at ep 2
-// and that one's loads on one rank; and a resume at ep 2 is bit-exact, the bias too.
+// and that one's loads on one rank; and a resume at ep 2 is bit-exact, the bias too. On 8 ranks the
+// axes together: (dp 4, ep 2, tp 2), (dp 4, ep 4, pp 2) and (dp 2, ep 2, tp 2, pp 2), learned and
+// forced balanced routing, ZeRO 1 and 3, a stage without MoE layers.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -278,4 +280,39 @@ TEST_CASE("expert parallelism with the sigmoid router and expert bias: (dp 4, ep
     c.optim.zero_stage = 3;  // the experts' shards over expert dp, the dense ones' over dp
     return c;
   }, 3, 6);
+}
+
+TEST_CASE("expert parallelism on 8 ranks: (dp 4, ep 2, tp 2), (dp 4, ep 4, pp 2) and (dp 2, ep 2, tp 2, pp 2) train "
+          "as one rank, learned and forced balanced routing, ZeRO 1 and 3, a stage without MoE layers", "[np8]") {
+  const auto dir = shared_dir("moe-ep-np8");
+  struct Layout {
+    int dp, ep, tp, pp, zero;
+    std::vector<int> moe_layers;  // empty: every layer; {1}: pipeline stage 0 holds no experts
+  };
+  for (const auto router : {MoeRouter::Softmax, MoeRouter::Balanced}) {
+    for (const Layout& l : {Layout{4, 2, 2, 1, 1, {}}, Layout{4, 4, 1, 2, 3, {}}, Layout{2, 2, 2, 2, 3, {1}}}) {
+      const std::string routing = name_of(router);
+      CAPTURE(routing, l.dp, l.ep, l.tp, l.pp, l.zero, l.moe_layers);
+      auto deck = [&](int dp) {
+        Config c = moe_llama(dir, 4, dp);
+        c.moe.router = router;
+        c.moe.list = l.moe_layers;
+        return c;
+      };
+      QuietTrainer one(deck(1), MPI_COMM_SELF);
+      const RunResult want = one.run();
+      Config c = deck(l.dp);
+      c.grid.ep = l.ep;
+      c.grid.tp = l.tp;
+      c.grid.pp = l.pp;
+      c.optim.zero_stage = l.zero;
+      c.checkpoint.dir = dir + "/ckpt-" + routing + "-" + std::to_string(l.dp) + std::to_string(l.ep) +
+                         std::to_string(l.tp) + std::to_string(l.pp);
+      QuietTrainer t(c);
+      check_same_run(t.run(), want, 1e-5);
+      // Every ep rank's experts, of every stage, reach the file under their global indices.
+      QuietTrainer loaded(resuming(deck(1), c.checkpoint.dir), MPI_COMM_SELF);
+      CHECK(rel_diff(loaded.model(), one.model()) <= 1e-5);
+    }
+  }
 }
