@@ -10,6 +10,7 @@
 #include "gridtrain/optim/optimizer.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/plan/launch_plan.hpp"
+#include "gridtrain/plan/moe_costs.hpp"
 #include "gridtrain/plan/peak.hpp"
 #include "gridtrain/precision/matmul.hpp"
 #include "gridtrain/util/error.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 // Ring all-reduce of `bytes` on k ranks over `link` (Patarasuk & Yuan 2009).
 double allreduce_s(double bytes, int k, const Link& link) {
-  if (k <= 1) return 0.0;
+  if (k <= 1 || bytes == 0) return 0.0;  // nothing to reduce: no message
   return 2.0 * (k - 1) * link.latency_s + 2.0 * (k - 1) / k * bytes / link.bytes_per_s;
 }
 
@@ -30,10 +31,31 @@ const Link& link_of(const Machine& m, int stride, int k) {
   return span <= m.ranks_per_node && m.ranks_per_node % span == 0 ? m.intra : m.inter;
 }
 
-// This stage's plan without a grid (layers: per virtual stage, chunks per rank).
-std::unique_ptr<ModelPlan> stage_plan(const Config& c, const DataShape& d, const StepLayout& l, int stage,
-                                      const std::vector<int>& layers, int chunks) {
-  return plan_model(c, d, stage_layout(layers, stage, chunks, nullptr, l.tp, c.grid.sequence_parallel));
+// This stage's part of the model without a grid (layers: per virtual stage, chunks per rank).
+ModelLayout stage_part(const Config& c, const StepLayout& l, int stage, const std::vector<int>& layers, int chunks) {
+  return stage_layout(layers, stage, chunks, nullptr, l.tp, c.grid.sequence_parallel);
+}
+
+// One pipeline stage's parameters on a rank: those over dp, and its experts over dp / ep.
+struct StageParams {
+  double dense = 0, expert = 0;
+  MoeCosts moe;  // zeros for a dense model
+  double all() const { return dense + expert; }
+};
+
+StageParams stage_params(const Config& c, const DataShape& d, const StepLayout& l, const ModelLayout& part,
+                         double whole, int micro_batches, int elem) {
+  StageParams s;
+  s.dense = static_cast<double>(plan_model(c, d, part)->parameters());  // counts all E experts of a layer
+  if (c.moe.experts == 0) return s;
+  s.moe = moe_costs(c, l, part, whole, micro_batches, elem);
+  if (l.ep == 1) {  // the experts in the dense group, as the trainer reduces and shards them
+    s.moe.expert_state = {};
+    return s;
+  }
+  s.expert = s.moe.expert_params;
+  s.dense -= s.expert * l.ep;
+  return s;
 }
 
 }  // namespace
@@ -79,20 +101,28 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   p.micro_batches = c.train.global_batch / (b * l.dp);
   const double M = p.micro_batches;
   const auto layers = stage_layers({}, model_layers(c), l.pp * v);
-  const auto first = stage_plan(c, data, l, 0, layers, v), last = stage_plan(c, data, l, l.pp - 1, layers, v);
+  const auto first = plan_model(c, data, stage_part(c, l, 0, layers, v));
   int rank_layers = 0;  // stage 0's, over its chunks
   for (int k = 0; k < v; ++k) rank_layers += layers[static_cast<std::size_t>(k * l.pp)];
 
   // Compute: the step's FLOPs spread evenly over the ranks, at each rank's share of its node.
   const double items = static_cast<double>(first->items_per_sample()) * c.train.global_batch;
   const double model_flops = first->flops_per_item() * items;
-  const double flops = model_flops + first->recompute_flops_per_item() * items;
+  const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
+  const double whole = c.moe.experts > 0 ? static_cast<double>(plan_model(c, data, {})->parameters()) : 0.0;
+  StageParams psi;  // the stage with the most parameters
+  for (const int stage : {0, l.pp - 1}) {
+    const auto s = stage_params(run, data, l, stage_part(c, l, stage, layers, v), whole, p.micro_batches, act);
+    if (s.all() > psi.all()) psi = s;
+  }
+  // Experts run whole on every tp rank: their FLOPs are executed tp times.
+  const double flops =
+      model_flops + first->recompute_flops_per_item() * items + (l.tp - 1) * psi.moe.mlp_flops_per_item * items;
   const int on_node = std::min(N, m.ranks_per_node);
   const double share = m.cores_per_node > 0 ? std::min(1.0, m.cores_per_node / on_node) : 1.0;
   p.compute_s = flops / N / (m.flops_per_s * share);
   p.bubble_s = p.compute_s * bubble_ratio(l.pp, p.micro_batches, v);
 
-  const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
   // The bytes of one micro-batch's inter-stage activations: b·T·C, or with sequence parallelism
   // this rank's b·(T/t)·C (only models of several stages have them).
   auto activation = [&] {
@@ -116,21 +146,27 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
     const double bytes = &link == &m.inter && !sp ? activation() / l.tp : activation();
     p.pp_s = 2.0 * M * v * (link.latency_s + bytes / link.bytes_per_s);  // each micro-batch passes a rank v times
   }
-  const double psi = static_cast<double>(std::max(first->parameters(), last->parameters()));
-  if (l.dp > 1)
-    p.dp_s = (l.zero == 3 ? 1.5 : 1.0) * allreduce_s(psi * o.grad_bytes, l.dp, link_of(m, l.tp, l.dp));
-  p.step_s = p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.dp_s;
+  if (l.ep > 1) {  // the ep ranks are consecutive dp ranks: stride tp
+    const Link& link = link_of(m, l.tp, l.ep);
+    p.ep_s = 4.0 * psi.moe.stage_layers * M * (l.ep - 1) * link.latency_s + psi.moe.all_to_all_bytes / link.bytes_per_s;
+  }
+  // Dense gradients over dp; experts' over the dp / ep ranks a stride ep apart (stride tp·ep).
+  const double zero3 = l.zero == 3 ? 1.5 : 1.0;
+  p.dp_s = zero3 * (allreduce_s(psi.dense * o.grad_bytes, l.dp, link_of(m, l.tp, l.dp)) +
+                    allreduce_s(psi.expert * o.grad_bytes, l.dp / l.ep, link_of(m, l.tp * l.ep, l.dp / l.ep)));
+  p.step_s = p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.ep_s + p.dp_s;
   p.items_per_s = items / p.step_s;
   p.mfu = model_flops / N / p.step_s / m.peak_flops;
   p.tflops_per_rank = flops / N / p.step_s / 1e12;
 
   // Memory: model state as ZeRO shards it, autocast's copies of fp32 weights, activations in
   // flight on stage 0.
-  const auto zero = zero_state_bytes(l.zero, psi, c.optim.type, c.precision.weights, l.dp);
-  p.state_bytes = zero[0] + zero[1] + zero[2];
+  const auto zero = zero_state_bytes(l.zero, psi.dense, c.optim.type, c.precision.weights, l.dp);
+  const auto& experts = psi.moe.expert_state;  // over expert dp
+  p.state_bytes = zero[0] + zero[1] + zero[2] + experts[0] + experts[1] + experts[2];
   const bool casts = act == 2 && c.precision.weights == PrecisionType::Fp32;
   const int in_flight = in_flight_micro_batches(run.train.schedule, 0, l.pp, p.micro_batches, v);
-  p.memory_bytes = p.state_bytes + (casts ? 2.0 * psi : 0.0) + first->activation_bytes(b, act, in_flight);
+  p.memory_bytes = p.state_bytes + (casts ? 2.0 * psi.all() : 0.0) + first->activation_bytes(b, act, in_flight);
   if (m.memory_bytes > 0 && p.memory_bytes > m.memory_bytes) p.infeasible = "out of memory";
   return p;
 }
@@ -160,17 +196,17 @@ std::string format_predictions(const std::vector<Prediction>& ps, const char* it
   char line[256];
   std::string out;
   for (const AxisInfo& a : kAxes) out += right4(a.name);
-  std::snprintf(line, sizeof line, "%4s %6s %10s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "zero", "m",
-                "step ms", "compute", "bubble", "tp", "pp", "dp", (std::string(item) + "s/s").c_str(), "MFU%",
+  std::snprintf(line, sizeof line, "%4s %6s %10s %9s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "zero", "m",
+                "step ms", "compute", "bubble", "tp", "pp", "ep", "dp", (std::string(item) + "s/s").c_str(), "MFU%",
                 "TF/rank", "state GB", "mem GiB", "");
   out += line;
   for (const auto& p : ps) {
     const auto& l = p.layout;
     for (const AxisInfo& a : kAxes) out += right4(std::to_string(l[a.id]));
     std::snprintf(line, sizeof line,
-                  "%4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.zero,
+                  "%4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.zero,
                   p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
-                  1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
+                  1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.ep_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
                   p.state_bytes / 1e9, p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
     out += line;
   }
@@ -208,14 +244,14 @@ Machine request_machine(const Config& c, const PredictRequest& r) {
 std::string csv(const std::vector<Prediction>& ps) {
   std::string out;
   for (const AxisInfo& a : kAxes) out += std::string(a.name) + ",";
-  out += "zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,dp_s,items_per_s,mfu,tflops_per_rank,"
+  out += "zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,ep_s,dp_s,items_per_s,mfu,tflops_per_rank,"
                     "state_bytes,memory_bytes,infeasible\n";
   char line[512];
   for (const auto& p : ps) {
     for (const AxisInfo& a : kAxes) out += std::to_string(p.layout[a.id]) + ",";
-    std::snprintf(line, sizeof line, "%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
+    std::snprintf(line, sizeof line, "%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
                   p.layout.zero, p.micro_batches, p.step_s, p.compute_s,
-                  p.bubble_s, p.tp_s, p.pp_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.state_bytes,
+                  p.bubble_s, p.tp_s, p.pp_s, p.ep_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.state_bytes,
                   p.memory_bytes, p.infeasible.c_str());
     out += line;
   }

@@ -146,3 +146,37 @@ TEST_CASE("predict: model state of a 7.5B model at dp = 64 is the ZeRO paper's 1
   const double psi = static_cast<double>(plan_model(c, data, {})->parameters());
   CHECK(predict_step(c, data, {64, 1, 1, 1}, m, {}).state_bytes == Approx(8 * psi + 8 * psi / 64));
 }
+
+TEST_CASE("predict: an MoE layout's ep all-to-all, experts' gradients over expert dp, experts whole on every tp rank",
+          "[np2][predict]") {
+  Config c = parse_config("", "test", {"--model.type=llama", "--model.n_layer=4", "--model.n_embd=1024",
+                                       "--model.n_head=16", "--model.n_kv_head=4", "--model.block_size=2048",
+                                       "--moe.experts=8", "--moe.top_k=2", "--moe.ffn_hidden=2048",
+                                       "--train.global_batch=64", "--train.micro_batch=1", "--precision.type=bf16"});
+  const DataShape data{32000};
+  const Machine m{"test", 1e14, 2e14, 0, 8, 0, {1e-5, 1e11}, {2e-5, 1e10}};
+  const double L = 4, E = 8, k = 2, C = 1024, F = 2048, T = 2048, per_expert = 3 * C * F;
+  const double whole = static_cast<double>(plan_model(c, data, {})->parameters()), dense = whole - L * E * per_expert;
+  auto ring = [](double bytes, int n, const Link& link) {
+    return n == 1 ? 0.0 : 2.0 * (n - 1) * link.latency_s + 2.0 * (n - 1) / n * bytes / link.bytes_per_s;
+  };
+  const Prediction ep1 = predict_step(c, data, {8, 1, 1, 1, 1}, m, {});
+  const Prediction ep4 = predict_step(c, data, {8, 1, 1, 1, 4}, m, {});
+  REQUIRE(ep1.infeasible.empty());
+  REQUIRE(ep4.infeasible.empty());
+  CHECK(ep1.ep_s == 0);
+  CHECK(ep4.compute_s == Approx(ep1.compute_s));
+  const double M = 64 / 8, rows = 1 * T * k;  // micro-batches; routed rows of a micro-batch
+  // Four all-to-alls per MoE layer and micro-batch, 3/4 of the rows leaving the rank, inside the node.
+  CHECK(ep4.ep_s == Approx(4 * L * M * 3 * 1e-5 + 4 * L * M * rows * C * 2 * 3 / 4 / 1e11));
+  CHECK(ep1.dp_s == Approx(ring(whole * 4, 8, m.intra)));
+  CHECK(ep4.dp_s == Approx(ring(dense * 4, 8, m.intra) + ring(L * 2 * per_expert * 4, 2, m.intra)));
+  CHECK(ep4.state_bytes < ep1.state_bytes);  // each rank's experts: 2 of 8
+  CHECK(ep4.step_s == Approx(ep4.compute_s + ep4.bubble_s + ep4.tp_s + ep4.pp_s + ep4.ep_s + ep4.dp_s));
+  // tp 2: the dense FLOPs halve per rank, the experts' (router, k experts per token) do not.
+  const Prediction tp2 = predict_step(c, data, {4, 2, 1, 1, 4}, m, {});
+  REQUIRE(tp2.infeasible.empty());
+  const double items = 64 * T, mlp_flops = 6 * L * (C * E + k * per_expert);
+  CHECK(tp2.compute_s == Approx(ep4.compute_s + mlp_flops * items / 8 / 1e14));
+  CHECK(tp2.mfu * tp2.step_s == Approx(ep4.mfu * ep4.step_s));  // model FLOPs count the experts once
+}

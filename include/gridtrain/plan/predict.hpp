@@ -15,15 +15,20 @@
 //   dp       the gradient all-reduce of the rank's Ψ parameters: 2(d − 1)/d · Ψ · grad_bytes (ZeRO
 //            stages 1–2 the same volume as reduce-scatter + all-gather, stage 3 × 3/2; Rajbhandari
 //            et al. 2020 §7)
+//   ep       mixtures of experts: per MoE layer and micro-batch 4 all-to-alls (dispatch, combine and
+//            their gradients) of the B·T·k routed rows, (ep − 1)/ep of them leaving the rank:
+//            4·L_moe·m·(ep − 1)·α + moe_costs' all_to_all_bytes / β; the dp term reduces the experts'
+//            gradients over the dp / ep expert-data-parallel ranks, the rest over dp; experts run
+//            whole on every tp rank, so compute counts their FLOPs tp times (MFU counts them once)
 //   all-reduce on k ranks as a ring: 2(k − 1)·α + 2(k − 1)/k · bytes / β (Patarasuk & Yuan 2009),
 //   α, β of the link the group spans: inside a node (ranks_per_node) or across nodes; ranks are
 //   placed as gridtrain's grid places them, tp fastest, then dp, then pp.
-//   step = compute + bubble + tp + pp + dp (communication counted as exposed).
+//   step = compute + bubble + tp + pp + ep + dp (communication counted as exposed).
 // Memory per rank: the model state of zero_state_bytes (optim/optimizer.hpp; fp32 weights: weights
 // 4Ψ, gradients 4Ψ, optimizer state 8Ψ AdamW or 4Ψ SGD; precision.weights = bf16 | fp16: 2Ψ, 2Ψ
-// and 12Ψ or 8Ψ with the fp32 master) divided by dp as the ZeRO stage says, autocast's bf16/fp16
-// copies of fp32 weights 2Ψ, activations of the micro-batches in flight
-// (ModelPlan::activation_bytes; with recomputation each layer keeps only its b·T·C input).
+// and 12Ψ or 8Ψ with the fp32 master) divided by dp as the ZeRO stage says (an MoE's experts' by
+// dp / ep), autocast's bf16/fp16 copies of fp32 weights 2Ψ, activations of the micro-batches in
+// flight (ModelPlan::activation_bytes; with recomputation each layer keeps only its b·T·C input).
 #pragma once
 #include <string>
 #include <vector>
@@ -69,7 +74,7 @@ struct StepLayout : GridShape {
 struct Prediction {
   StepLayout layout;
   int micro_batches = 0;         ///< m
-  double compute_s = 0, bubble_s = 0, tp_s = 0, pp_s = 0, dp_s = 0;
+  double compute_s = 0, bubble_s = 0, tp_s = 0, pp_s = 0, ep_s = 0, dp_s = 0;
   double step_s = 0;             ///< their sum
   double items_per_s = 0;        ///< tokens (or images) per second, the whole job
   double mfu = 0;                ///< model FLOPs (no recomputation) / (step · N · peak)
