@@ -58,6 +58,33 @@ StageParams stage_params(const Config& c, const DataShape& d, const StepLayout& 
   return s;
 }
 
+// The stage with the most parameters (stage 0 or the last: the embedding and the head).
+StageParams largest_stage(const Config& c, const DataShape& d, const StepLayout& l, const std::vector<int>& layers,
+                          int chunks, int micro_batches, int elem) {
+  const double whole = c.moe.experts > 0 ? static_cast<double>(plan_model(c, d, {})->parameters()) : 0.0;
+  StageParams psi;
+  for (const int stage : {0, l.pp - 1}) {
+    const auto s = stage_params(c, d, l, stage_part(c, l, stage, layers, chunks), whole, micro_batches, elem);
+    if (s.all() > psi.all()) psi = s;
+  }
+  return psi;
+}
+
+// The token dispatch's all-to-alls on ep (consecutive dp ranks: stride tp) over M micro-batches.
+double all_to_all_s(const StageParams& psi, const StepLayout& l, const Machine& m, double M) {
+  if (l.ep == 1) return 0.0;
+  const Link& link = link_of(m, l.tp, l.ep);
+  return 4.0 * psi.moe.stage_layers * M * (l.ep - 1) * link.latency_s + psi.moe.all_to_all_bytes / link.bytes_per_s;
+}
+
+// The gradient exchange: dense gradients over dp; experts' over the dp / ep ranks a stride ep
+// apart (stride tp·ep). ZeRO 3 moves 3/2 the bytes.
+double gradient_s(const StageParams& psi, const StepLayout& l, const Machine& m, int grad_bytes) {
+  const double zero3 = l.zero == 3 ? 1.5 : 1.0;
+  return zero3 * (allreduce_s(psi.dense * grad_bytes, l.dp, link_of(m, l.tp, l.dp)) +
+                  allreduce_s(psi.expert * grad_bytes, l.dp / l.ep, link_of(m, l.tp * l.ep, l.dp / l.ep)));
+}
+
 }  // namespace
 
 Machine device_machine(const std::string& name, PrecisionType precision, double achievable) {
@@ -109,12 +136,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const double items = static_cast<double>(first->items_per_sample()) * c.train.global_batch;
   const double model_flops = first->flops_per_item() * items;
   const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
-  const double whole = c.moe.experts > 0 ? static_cast<double>(plan_model(c, data, {})->parameters()) : 0.0;
-  StageParams psi;  // the stage with the most parameters
-  for (const int stage : {0, l.pp - 1}) {
-    const auto s = stage_params(run, data, l, stage_part(c, l, stage, layers, v), whole, p.micro_batches, act);
-    if (s.all() > psi.all()) psi = s;
-  }
+  const StageParams psi = largest_stage(run, data, l, layers, v, p.micro_batches, act);
   // Experts run whole on every tp rank: their FLOPs are executed tp times.
   const double flops =
       model_flops + first->recompute_flops_per_item() * items + (l.tp - 1) * psi.moe.mlp_flops_per_item * items;
@@ -146,14 +168,8 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
     const double bytes = &link == &m.inter && !sp ? activation() / l.tp : activation();
     p.pp_s = 2.0 * M * v * (link.latency_s + bytes / link.bytes_per_s);  // each micro-batch passes a rank v times
   }
-  if (l.ep > 1) {  // the ep ranks are consecutive dp ranks: stride tp
-    const Link& link = link_of(m, l.tp, l.ep);
-    p.ep_s = 4.0 * psi.moe.stage_layers * M * (l.ep - 1) * link.latency_s + psi.moe.all_to_all_bytes / link.bytes_per_s;
-  }
-  // Dense gradients over dp; experts' over the dp / ep ranks a stride ep apart (stride tp·ep).
-  const double zero3 = l.zero == 3 ? 1.5 : 1.0;
-  p.dp_s = zero3 * (allreduce_s(psi.dense * o.grad_bytes, l.dp, link_of(m, l.tp, l.dp)) +
-                    allreduce_s(psi.expert * o.grad_bytes, l.dp / l.ep, link_of(m, l.tp * l.ep, l.dp / l.ep)));
+  p.ep_s = all_to_all_s(psi, l, m, M);
+  p.dp_s = gradient_s(psi, l, m, o.grad_bytes);
   p.step_s = p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.ep_s + p.dp_s;
   p.items_per_s = items / p.step_s;
   p.mfu = model_flops / N / p.step_s / m.peak_flops;
