@@ -122,7 +122,6 @@ void mixtral_moe(const HfConfig& hc, Config& c) {
 void qwen2_moe(const HfConfig& hc, Config& c) {
   if (hc.get<bool>("qkv_bias", true))  // Qwen2MoeConfig's default: true
     throw Error(hc.path() + ": qkv_bias = true is not supported (gridtrain's llama has no biases); valid: false");
-  hc.require("use_sliding_window", false, "attention is full causal");
   const int step = hc.get<int>("decoder_sparse_step", 1);
   const auto dense = hc.get<std::vector<int>>("mlp_only_layers", {});
   if (step < 1) throw Error(hc.path() + ": decoder_sparse_step = " + std::to_string(step) + "; valid: >= 1");

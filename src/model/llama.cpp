@@ -157,10 +157,8 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
 double LlamaPlan::flops_per_item() const {
   const double C = s_.n_embd, L = s_.n_layer, Q = s_.n_head * s_.head_dim(), KV = s_.n_kv_head * s_.head_dim();
   const double M = static_cast<double>(s_.moe.layers.size());  // MoE layers: their active parameters count
-  const double moe_mlp = C * s_.moe.experts + 3.0 * C * (s_.moe.top_k * s_.moe.ffn_hidden + s_.moe.shared_ffn_hidden) +
-                         (s_.moe.shared_ffn_hidden > 0 ? C : 0.0);
   const double n = s_.vocab_size * C + L * (C * (2.0 * Q + 2.0 * KV) + 2.0 * C) + (L - M) * 3.0 * C * s_.ffn_hidden +
-                   M * moe_mlp + C;
+                   M * s_.moe.active_mlp_params(s_.n_embd) + C;
   return 6.0 * n + 12.0 * L * C * s_.block_size;
 }
 

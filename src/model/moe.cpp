@@ -13,6 +13,12 @@ namespace gridtrain::moe {
 
 bool MoeShape::on(std::int64_t layer) const { return std::binary_search(layers.begin(), layers.end(), layer); }
 
+double MoeShape::active_mlp_params(std::int64_t n_embd) const {
+  const double C = static_cast<double>(n_embd), F_s = static_cast<double>(shared_ffn_hidden);
+  return C * static_cast<double>(experts) + 3.0 * C * static_cast<double>(top_k * ffn_hidden) + 3.0 * C * F_s +
+         (F_s > 0 ? C : 0.0);
+}
+
 std::vector<std::string> MoeShape::mlp_names(std::int64_t first, std::int64_t count) const {
   std::vector<std::string> out = {"gate.weight"};
   for (std::int64_t e = first; e < (count < 0 ? experts : first + count); ++e)

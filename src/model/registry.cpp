@@ -76,16 +76,6 @@ GptShape gpt_shape(const Config& c, const DataShape& d) {
           c.model.n_embd, fused_attention(c), c.train.recompute, document_rules(c, d)};
 }
 
-moe::MoeShape moe_shape(const Config& c) {
-  const Config::Moe& m = c.moe;
-  moe::MoeShape s{m.experts, m.top_k, m.ffn_hidden > 0 ? m.ffn_hidden : ffn_hidden(c), m.shared_ffn_hidden,
-                  m.norm_topk_prob, m.router, m.expert_bias_rate, m.aux_loss_coeff, m.z_loss_coeff, {},
-                  m.capacity_factor};
-  for (int i = 0; i < c.model.n_layer; ++i)
-    if (m.on(i)) s.layers.push_back(i);
-  return s;
-}
-
 LlamaShape llama_shape(const Config& c, const DataShape& d) {
   const auto& m = c.model;
   return {d.vocab_size,   m.block_size, m.n_layer,   m.n_head,         kv_heads(c),
@@ -131,6 +121,16 @@ const Entry& entry(const Config& cfg) {
 }
 
 }  // namespace
+
+moe::MoeShape moe_shape(const Config& c) {
+  const Config::Moe& m = c.moe;
+  moe::MoeShape s{m.experts, m.top_k, m.ffn_hidden > 0 ? m.ffn_hidden : ffn_hidden(c), m.shared_ffn_hidden,
+                  m.norm_topk_prob, m.router, m.expert_bias_rate, m.aux_loss_coeff, m.z_loss_coeff, {},
+                  m.capacity_factor};
+  for (int i = 0; i < c.model.n_layer; ++i)
+    if (m.on(i)) s.layers.push_back(i);
+  return s;
+}
 
 std::int64_t expert_width(const Config& c) { return moe_shape(c).ffn_hidden; }
 

@@ -15,14 +15,14 @@ MoeCosts moe_costs(const Config& c, const GridShape& g, const ModelLayout& layou
     const std::int64_t end = r.count < 0 ? c.model.n_layer : r.first + r.count;
     for (auto i = r.first; i < end; ++i) here += c.moe.on(static_cast<int>(i)) ? 1 : 0;
   }
-  const double E = c.moe.experts, k = c.moe.top_k, C = c.model.n_embd, F_s = c.moe.shared_ffn_hidden;
+  const double E = c.moe.experts, k = c.moe.top_k, C = c.model.n_embd;
   const double per_expert = 3.0 * C * static_cast<double>(expert_width(c));  // SwiGLU: gate, up, down
   MoeCosts m;
   m.total_params = whole_params;
   m.active_params = whole_params - layers * (E - k) * per_expert;
   m.expert_params = here * (E / g.ep) * per_expert;
   m.stage_layers = here;
-  m.mlp_flops_per_item = 6.0 * layers * (C * E + k * per_expert + 3.0 * C * F_s + (F_s > 0 ? C : 0.0));
+  m.mlp_flops_per_item = 6.0 * layers * moe_shape(c).active_mlp_params(c.model.n_embd);
   const int zero = g.dp / g.ep > 1 ? c.optim.zero_stage : 0;  // as the Reducer: one rank has nothing to shard
   m.expert_state = zero_state_bytes(zero, m.expert_params, c.optim.type, c.precision.weights, g.dp / g.ep);
   const double rows = static_cast<double>(c.train.micro_batch) * c.model.block_size * k;

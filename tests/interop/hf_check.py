@@ -463,6 +463,18 @@ def case_bad(env):
                   "attention_bias = true is not supported"))
     cases.append((variant("type", config={**cfg, "model_type": "mistral"}, header={}, data=b""),
                   "model_type = \"mistral\" is not supported"))
+    # MoE configs: what gridtrain does not compute is refused from config.json, before any tensor.
+    qwen = {**cfg, "model_type": "qwen2_moe", "num_experts": 4, "qkv_bias": False}
+    mixtral = {**cfg, "model_type": "mixtral", "num_local_experts": 4}
+    for name, config, message in [
+            ("qkv-bias-default", {k: v for k, v in qwen.items() if k != "qkv_bias"}, "qkv_bias = true is not supported"),
+            ("sliding", {**qwen, "use_sliding_window": True, "sliding_window": 8}, "sliding_window = 8 is not supported"),
+            ("window", {**cfg, "sliding_window": 8}, "sliding_window = 8 is not supported"),
+            ("layer-types", {**cfg, "layer_types": ["full_attention", "sliding_attention"]},
+             "layer_types holds \"sliding_attention\", which is not supported"),
+            ("sparse-step", {**qwen, "decoder_sparse_step": 0}, "decoder_sparse_step = 0; valid: >= 1"),
+            ("jitter", {**mixtral, "router_jitter_noise": 0.1}, "router_jitter_noise = 0.1 is not supported")]:
+        cases.append((variant(name, config=config, header={}, data=b""), message))
     import re
     for directory, message in cases:
         p = run([env.gridtrain, "import", directory, "--output", os.path.join(env.work, "bad.h5")], expect_ok=False)

@@ -44,6 +44,9 @@ struct MoeShape {
   std::vector<std::int64_t> layers;  ///< the MoE layers' global indices, ascending
   double capacity_factor = 0.0;      ///< 0: dropless (drop_over_capacity)
   bool on(std::int64_t layer) const;
+  /// The parameters of one MoE layer's MLP that a token runs through (6 × this is its training
+  /// FLOPs per token): the router C·E, k experts' 3·C·F_e, the shared expert's 3·C·F_s and its gate C.
+  double active_mlp_params(std::int64_t n_embd) const;
   /// The parameter names of one MoE layer's MLP after "mlp.", in registration order, with the
   /// `count` experts from global index `first` (a rank's share under expert parallelism; -1: all).
   std::vector<std::string> mlp_names(std::int64_t first = 0, std::int64_t count = -1) const;

@@ -16,8 +16,8 @@ struct MoeCosts {
   double active_params = 0;  ///< what one token runs through: k of the E experts in each MoE layer
   double expert_params = 0;  ///< this rank's experts': E / ep in each MoE layer of its pipeline stage
   double stage_layers = 0;   ///< MoE layers on this rank's pipeline stage (all its chunks)
-  /// The MoE layers' MLP FLOPs per item, the whole model's: 6 × (router C·E, k experts' 3·C·F_e, the
-  /// shared expert's 3·C·F_s and its gate C) per MoE layer. Experts are whole on every tp rank, so
+  /// The MoE layers' MLP FLOPs per item, the whole model's: 6 × MoeShape::active_mlp_params per
+  /// MoE layer. Experts are whole on every tp rank, so
   /// this part runs tp times over (the rest of the model's FLOPs are split by tp).
   double mlp_flops_per_item = 0;
   /// Their parameters, gradients and optimizer state per rank, bytes, sharded by ZeRO over the
