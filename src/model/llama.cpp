@@ -98,7 +98,7 @@ LlamaBlock::LlamaBlock(const LlamaShape& s, const TpRegion& region, const Rope& 
     return;
   }
   const auto expert = [&](std::int64_t width) { return std::make_shared<LlamaMlp>(s.n_embd, width, TpRegion{}); };
-  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers, layer, experts));
+  mlp_ = register_module("mlp", std::make_shared<moe::MoeMlp>(s.n_embd, s.moe, expert, routers, layer, experts, region));
 }
 
 torch::Tensor LlamaBlock::forward(const torch::Tensor& x, const lm::CacheSlot& slot) {
@@ -142,9 +142,9 @@ ShardSpec LlamaPlan::shard(const std::string& name) const {
   if (local(".mlp.gate.e_score_correction_bias")) return {{s_.moe.experts}};
   if (local("mlp.shared_expert_gate.weight")) return {{1, C}};
   for (const auto& [part, width] : {std::pair{".mlp.experts.", s_.moe.ffn_hidden}, {".mlp.shared_expert.", s_.moe.shared_ffn_hidden}})
-    if (name.find(part) != std::string::npos) {  // experts are whole on their rank: tp does not split them
-      ShardSpec spec{{C, width}};
-      if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) spec.global_shape = {width, C};
+    if (name.find(part) != std::string::npos) {  // split over tp as the dense MLP (expert tensor parallelism)
+      ShardSpec spec{{C, width}, 1};
+      if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) spec = {{width, C}, 0};
       else if (!ends_with(name, "down_proj.weight")) break;
       spec.expert = part == std::string(".mlp.experts.");  // the shared expert is dense
       return spec;

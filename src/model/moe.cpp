@@ -84,16 +84,16 @@ torch::Tensor drop_over_capacity(const torch::Tensor& chosen, const torch::Tenso
 }
 
 MoeMlp::MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log,
-               std::int64_t layer, const EpRegion& region)
-    : experts_total_(s.experts), layer_(layer), region_(region), capacity_factor_(s.capacity_factor), log_(log) {
+               std::int64_t layer, const EpRegion& region, const TpRegion& tp)
+    : experts_total_(s.experts), layer_(layer), region_(region), tp_(tp), capacity_factor_(s.capacity_factor), log_(log) {
   gate_ = register_module("gate", std::make_shared<Router>(n_embd, s.experts, s.top_k, s.router, s.norm_topk_prob,
                                                            s.expert_bias_rate));
   auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
   const std::int64_t first = region.first(s.experts);
   for (std::int64_t e = first; e < first + region.local(s.experts); ++e)
-    experts_.push_back(experts->register_module(std::to_string(e), make_expert(s.ffn_hidden)));
+    experts_.push_back(experts->register_module(std::to_string(e), make_expert(tp.local(s.ffn_hidden))));
   if (s.shared_ffn_hidden == 0) return;
-  shared_expert_ = register_module("shared_expert", make_expert(s.shared_ffn_hidden));
+  shared_expert_ = register_module("shared_expert", make_expert(tp.local(s.shared_ffn_hidden)));
   shared_expert_gate_ = register_module("shared_expert_gate",
                                         torch::nn::Linear(torch::nn::LinearOptions(n_embd, 1).bias(false)));
 }
@@ -112,7 +112,9 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
   // In autocast's dtype, which the experts compute in anyway: the exchange moves 2-byte rows.
   const auto type = flat.device().type();
   const auto compute = at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type) : flat.scalar_type();
-  const auto rows = dispatch.dispatch(flat.to(compute));  // (M, C): this rank's experts' rows, expert-major
+  // f: each tp rank's experts give a partial input gradient, summed over tp.
+  const auto in = tp_.copy_to(flat.to(compute));
+  const auto rows = dispatch.dispatch(in);  // (M, C): this rank's experts' rows, expert-major
   std::vector<torch::Tensor> ys;
   std::int64_t at = 0;
   for (std::size_t j = 0; j < experts_.size(); ++j) {
@@ -121,10 +123,14 @@ torch::Tensor MoeMlp::forward(const torch::Tensor& x) {
     ys.push_back(experts_[j]->forward(rows.narrow(0, at, n)));
     at += n;
   }
-  auto out = dispatch.combine(torch::cat(ys), r.weights.gather(-1, by_expert));  // (N, C) fp32
-  if (shared_expert_)
-    out = out + (torch::sigmoid(dense(flat, shared_expert_gate_->weight)) * shared_expert_->forward(flat)).to(torch::kFloat);
-  return out.to(x.scalar_type()).view(x.sizes());
+  // The combine is linear in the expert outputs, so with expert tensor parallelism it sums this tp
+  // rank's partial outputs; the weights' gradient, a product with them, is partial too (f).
+  auto out = dispatch.combine(torch::cat(ys), tp_.copy_to(r.weights.gather(-1, by_expert)));  // (N, C) fp32
+  if (shared_expert_) {
+    const auto scale = tp_.copy_to(torch::sigmoid(dense(flat, shared_expert_gate_->weight)));
+    out = out + (scale * shared_expert_->forward(in)).to(torch::kFloat);
+  }
+  return tp_.row(out).to(x.scalar_type()).view(x.sizes());  // g: the partial outputs summed over tp, in fp32
 }
 
 }  // namespace gridtrain::moe

@@ -47,14 +47,19 @@ std::vector<std::string> llama_layout_problems(const Config& c, int tp, int pp) 
   if (kv_heads(c) % tp != 0)
     problems.push_back("model.n_kv_head = " + std::to_string(kv_heads(c)) + " is not divisible by grid.tp = " + t +
                        "; tensor parallelism splits the key/value heads (valid: grid.tp dividing n_kv_head)");
-  if (c.moe.enabled() && tp > 1 && c.grid.sequence_parallel) {
-    // Experts and router are replicated over tp (expert tensor parallelism 1): each tp rank computes
-    // the MoE layers whole on its tokens, which only without sequence parallelism are all of them.
+  if (c.moe.enabled() && tp > 1 && c.grid.sequence_parallel)
+    // The MoE layer routes whole micro-batches on every tp rank and splits the experts' width
+    // (moe.hpp); with sequence parallelism each rank holds only its part of the sequence there.
     problems.push_back("moe.experts = " + std::to_string(c.moe.experts) + " with grid.tp = " + t +
-                       " and grid.sequence_parallel = true: the experts and the router are replicated over tp, and "
-                       "each tp rank would route only its part of the sequence (the balancing losses need every "
-                       "token's); valid: grid.sequence_parallel = false, or grid.tp = 1");
-  }
+                       " and grid.sequence_parallel = true: the MoE layers route every token of the micro-batch on "
+                       "each tp rank (the balancing losses need them all), which sequence parallelism splits; "
+                       "valid: grid.sequence_parallel = false, or grid.tp = 1");
+  // Expert tensor parallelism splits the experts' widths (an unset moe.ffn_hidden is the SwiGLU
+  // width, checked below).
+  for (const auto& [key, width] : {std::pair{"moe.ffn_hidden", c.moe.ffn_hidden}, {"moe.shared_ffn_hidden", c.moe.shared_ffn_hidden}})
+    if (c.moe.enabled() && width % tp != 0)
+      problems.push_back(std::string(key) + " = " + std::to_string(width) + " is not divisible by grid.tp = " + t +
+                         "; expert tensor parallelism splits it (valid: grid.tp dividing it)");
   if (ffn_hidden(c) % tp != 0)
     problems.push_back("the SwiGLU width " + std::to_string(ffn_hidden(c)) + " (model.ffn_hidden) is not divisible by "
                        "grid.tp = " + t + "; tensor parallelism splits it");
@@ -74,6 +79,16 @@ lm::DocumentRules document_rules(const Config& c, const DataShape& d) {
 GptShape gpt_shape(const Config& c, const DataShape& d) {
   return {d.vocab_size,   c.model.block_size, c.model.n_layer,   c.model.n_head,
           c.model.n_embd, fused_attention(c), c.train.recompute, document_rules(c, d)};
+}
+
+moe::MoeShape moe_shape(const Config& c) {
+  const Config::Moe& m = c.moe;
+  moe::MoeShape s{m.experts, m.top_k, m.ffn_hidden > 0 ? m.ffn_hidden : ffn_hidden(c), m.shared_ffn_hidden,
+                  m.norm_topk_prob, m.router, m.expert_bias_rate, m.aux_loss_coeff, m.z_loss_coeff, {},
+                  m.capacity_factor};
+  for (int i = 0; i < c.model.n_layer; ++i)
+    if (m.on(i)) s.layers.push_back(i);
+  return s;
 }
 
 LlamaShape llama_shape(const Config& c, const DataShape& d) {
@@ -121,16 +136,6 @@ const Entry& entry(const Config& cfg) {
 }
 
 }  // namespace
-
-moe::MoeShape moe_shape(const Config& c) {
-  const Config::Moe& m = c.moe;
-  moe::MoeShape s{m.experts, m.top_k, m.ffn_hidden > 0 ? m.ffn_hidden : ffn_hidden(c), m.shared_ffn_hidden,
-                  m.norm_topk_prob, m.router, m.expert_bias_rate, m.aux_loss_coeff, m.z_loss_coeff, {},
-                  m.capacity_factor};
-  for (int i = 0; i < c.model.n_layer; ++i)
-    if (m.on(i)) s.layers.push_back(i);
-  return s;
-}
 
 std::int64_t expert_width(const Config& c) { return moe_shape(c).ffn_hidden; }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 
 #include <ATen/autocast_mode.h>
 
@@ -171,11 +172,16 @@ std::vector<torch::Tensor> TpRegion::column(const torch::Tensor& x, const std::v
     all.insert(all.end(), biases.begin(), biases.end());
     return SequenceParallelLinears::apply(at::TensorList(all), static_cast<std::int64_t>(weights.size()), handle(*tp));
   }
-  const auto in = tp && tp->size() > 1 ? CopyToTp::apply(x, handle(*tp)) : x;  // f
+  const auto in = copy_to(x);  // f
   auto bias = [&](std::size_t i) { return biases.empty() ? torch::Tensor() : biases[i]; };
   std::vector<torch::Tensor> out;
   for (std::size_t i = 0; i < weights.size(); ++i) out.push_back(dense(in, weights[i], bias(i)));
   return out;
+}
+
+torch::Tensor TpRegion::copy_to(const torch::Tensor& x) const {
+  if (sp()) throw std::logic_error("TpRegion::copy_to: the input is whole on every tp rank only without sequence parallelism");
+  return tp && tp->size() > 1 ? CopyToTp::apply(x, handle(*tp)) : x;
 }
 
 torch::Tensor TpRegion::row(const torch::Tensor& partial) const {

@@ -20,9 +20,8 @@ MoeCosts moe_costs(const Config& c, const GridShape& g, const ModelLayout& layou
   MoeCosts m;
   m.total_params = whole_params;
   m.active_params = whole_params - layers * (E - k) * per_expert;
-  m.expert_params = here * (E / g.ep) * per_expert;
+  m.expert_params = here * (E / g.ep) * per_expert / g.tp;  // expert tensor parallelism splits each
   m.stage_layers = here;
-  m.mlp_flops_per_item = 6.0 * layers * moe_shape(c).active_mlp_params(c.model.n_embd);
   const int zero = g.dp / g.ep > 1 ? c.optim.zero_stage : 0;  // as the Reducer: one rank has nothing to shard
   m.expert_state = zero_state_bytes(zero, m.expert_params, c.optim.type, c.precision.weights, g.dp / g.ep);
   const double rows = static_cast<double>(c.train.micro_batch) * c.model.block_size * k;

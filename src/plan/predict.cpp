@@ -137,9 +137,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const double model_flops = first->flops_per_item() * items;
   const int act = c.precision.type == PrecisionType::Fp32 ? 4 : 2;
   const StageParams psi = largest_stage(run, data, l, layers, v, p.micro_batches, act);
-  // Experts run whole on every tp rank: their FLOPs are executed tp times.
-  const double flops =
-      model_flops + first->recompute_flops_per_item() * items + (l.tp - 1) * psi.moe.mlp_flops_per_item * items;
+  const double flops = model_flops + first->recompute_flops_per_item() * items;
   const int on_node = std::min(N, m.ranks_per_node);
   const double share = m.cores_per_node > 0 ? std::min(1.0, m.cores_per_node / on_node) : 1.0;
   p.compute_s = flops / N / (m.flops_per_s * share);

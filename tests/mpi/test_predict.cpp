@@ -147,7 +147,7 @@ TEST_CASE("predict: model state of a 7.5B model at dp = 64 is the ZeRO paper's 1
   CHECK(predict_step(c, data, {64, 1, 1, 1}, m, {}).state_bytes == Approx(8 * psi + 8 * psi / 64));
 }
 
-TEST_CASE("predict: an MoE layout's ep all-to-all, experts' gradients over expert dp, experts whole on every tp rank",
+TEST_CASE("predict: an MoE layout's ep all-to-all, experts' gradients over expert dp, experts split over tp",
           "[np2][predict]") {
   Config c = parse_config("", "test", {"--model.type=llama", "--model.n_layer=4", "--model.n_embd=1024",
                                        "--model.n_head=16", "--model.n_kv_head=4", "--model.block_size=2048",
@@ -173,10 +173,12 @@ TEST_CASE("predict: an MoE layout's ep all-to-all, experts' gradients over exper
   CHECK(ep4.dp_s == Approx(ring(dense * 4, 8, m.intra) + ring(L * 2 * per_expert * 4, 2, m.intra)));
   CHECK(ep4.state_bytes < ep1.state_bytes);  // each rank's experts: 2 of 8
   CHECK(ep4.step_s == Approx(ep4.compute_s + ep4.bubble_s + ep4.tp_s + ep4.pp_s + ep4.ep_s + ep4.dp_s));
-  // tp 2: the dense FLOPs halve per rank, the experts' (router, k experts per token) do not.
-  const Prediction tp2 = predict_step(c, data, {4, 2, 1, 1, 4}, m, {});
+  // tp 2 splits the experts as the rest (expert tensor parallelism): the same FLOPs per rank, half
+  // of each expert's gradient, reduced over the dp / ep = 2 ranks 4 apart (inside the node).
+  const Prediction tp2 = predict_step(c, data, {4, 2, 1, 1, 2}, m, {});
   REQUIRE(tp2.infeasible.empty());
-  const double items = 64 * T, mlp_flops = 6 * L * (C * E + k * per_expert);
-  CHECK(tp2.compute_s == Approx(ep4.compute_s + mlp_flops * items / 8 / 1e14));
-  CHECK(tp2.mfu * tp2.step_s == Approx(ep4.mfu * ep4.step_s));  // model FLOPs count the experts once
+  CHECK(tp2.compute_s == Approx(ep4.compute_s));
+  const double tp2_experts = L * 4 * per_expert / 2;  // E / ep experts per layer, half of each
+  const double tp2_rank = static_cast<double>(plan_model(c, data, stage_layout({4}, 0, 1, nullptr, 2))->parameters());
+  CHECK(tp2.dp_s == Approx(ring((tp2_rank - 2 * tp2_experts) * 4, 4, m.intra) + ring(tp2_experts * 4, 2, m.intra)));
 }

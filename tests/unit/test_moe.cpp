@@ -179,6 +179,7 @@ TEST_CASE("moe: the cost accounting counts each pipeline stage's experts, and al
       const double built = experts_in(*make_model(c, data, layout));
       CHECK(one.expert_params == built);
       CHECK(moe_costs(c, GridShape{2, 1, 2, 2}, layout, all, 1, 4).expert_params == built / 2);  // E / ep each
+      CHECK(moe_costs(c, GridShape{2, 2, 2, 2}, layout, all, 1, 4).expert_params == built / 4);  // and 1/tp of each
       CHECK(one.total_params == all);
       held += built;
     }
@@ -204,7 +205,17 @@ TEST_CASE("moe: keys that cannot run are refused by name, every problem at once"
   CHECK_THAT(test::config_problems({"--moe.layers=1,x"}), Catch::Contains("'x' is not a layer index"));
   const Config c = parse_config("", "test", {"--model.type=llama", "--moe.experts=4", "--moe.layers=1,3"});
   CHECK(parse_config(config_text(c), "echo", {}).moe.list == std::vector<int>({1, 3}));
-  CHECK(model_layout_problems(c, 2, 1).empty());  // experts replicated over tp
+  CHECK(model_layout_problems(c, 2, 1).empty());  // expert tensor parallelism
+  // 32 heads, SwiGLU width 768: only the experts' widths keep tp 16 and 8 from running.
+  const Config odd = parse_config("", "test", {"--model.type=llama", "--model.n_embd=256", "--model.n_head=32",
+                                               "--moe.experts=4", "--moe.ffn_hidden=24", "--moe.shared_ffn_hidden=20"});
+  CHECK(model_layout_problems(odd, 16, 1) ==
+        std::vector<std::string>{"moe.ffn_hidden = 24 is not divisible by grid.tp = 16; expert tensor parallelism "
+                                 "splits it (valid: grid.tp dividing it)",
+                                 "moe.shared_ffn_hidden = 20 is not divisible by grid.tp = 16; expert tensor "
+                                 "parallelism splits it (valid: grid.tp dividing it)"});
+  CHECK(model_layout_problems(odd, 8, 1).size() == 1);  // 24 divides, 20 does not
+  CHECK(model_layout_problems(odd, 4, 1).empty());
   CHECK(model_layout_problems(c, 1, 2).empty());  // MoE layers on any pipeline stage
   Config sp = c;
   sp.grid.sequence_parallel = true;

@@ -8,6 +8,12 @@
 // computes at most its capacity of a micro-batch's slots (drop_over_capacity). With expert parallelism each rank builds only its
 // experts, under their global indices, and the tokens reach them by all-to-all over ep
 // (parallel/expert_parallel.hpp's TokenDispatch, the same permutation and combine at any ep).
+// With tensor parallelism the experts are split as the dense MLP is (expert tensor parallelism,
+// Megatron-Core's ETP = TP): each tp rank holds 1/t of every expert's width (gate_proj and
+// up_proj rows, down_proj columns) and of the shared expert's, routes the same tokens with the
+// same (replicated) router, and its experts' partial sums are combined before one all-reduce of
+// the layer's output over tp, the dense MLP's g; the combine weights and the experts' input
+// carry Megatron's f (their gradients summed over tp).
 //
 // Parameter names (Qwen2-MoE's on-disk ones, under the block's `mlp.`): gate.weight (E, C),
 // experts.<e>.{gate_proj,up_proj}.weight (F_e, C), experts.<e>.down_proj.weight (C, F_e),
@@ -28,6 +34,7 @@
 
 #include "gridtrain/model/router.hpp"
 #include "gridtrain/parallel/expert_parallel.hpp"
+#include "gridtrain/parallel/tensor_parallel.hpp"
 
 namespace gridtrain::moe {
 
@@ -58,7 +65,8 @@ class FeedForward : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
 };
 
-/// Builds one SwiGLU expert of width F (unsplit by tensor parallelism).
+/// Builds one SwiGLU expert of width F, without communication: with expert tensor parallelism F
+/// is this tp rank's part of the width and the expert returns its partial sum.
 using MakeExpert = std::function<std::shared_ptr<FeedForward>(std::int64_t width)>;
 
 /// What the routers of one micro-batch's forward saw, for its balancing losses, which are taken
@@ -113,9 +121,6 @@ class RouterLog {
   std::vector<std::pair<std::int64_t, torch::Tensor>> load_;  // ascending layer index
 };
 
-/// One MoE layer's MLP on x (..., C) → (..., C); logs its routing into `log` (which outlives it)
-/// as layer `layer`. Holds the experts of `region`'s rank (all without expert parallelism);
-/// forward is collective over region.ep.
 /// Expert capacity (GShard, Lepikhin et al. 2021, §2.2; Megatron-Core's topk_softmax_with_capacity
 /// with drop_policy "probs"): of the N·k slots of `chosen` (N, k) int64 (experts in [0, experts)),
 /// each expert keeps the ⌈factor · N·k / experts⌉ with the largest `weights` (N, k), ties to the
@@ -124,15 +129,20 @@ class RouterLog {
 torch::Tensor drop_over_capacity(const torch::Tensor& chosen, const torch::Tensor& weights, std::int64_t experts,
                                  double factor);
 
+/// One MoE layer's MLP on x (..., C) → (..., C), whole on every tp rank; logs its routing into
+/// `log` (which outlives it) as layer `layer`. Holds the experts of `region`'s rank (all without
+/// expert parallelism), each tp.local() of its width; forward is collective over region.ep and
+/// tp. tp must be without sequence parallelism (copy_to throws std::logic_error).
 class MoeMlp : public FeedForward {
  public:
   MoeMlp(std::int64_t n_embd, const MoeShape& s, const MakeExpert& make_expert, RouterLog* log, std::int64_t layer = 0,
-         const EpRegion& region = {});
+         const EpRegion& region = {}, const TpRegion& tp = {});
   torch::Tensor forward(const torch::Tensor& x) override;
 
  private:
   std::int64_t experts_total_, layer_;
   EpRegion region_;
+  TpRegion tp_;
   double capacity_factor_;
   RouterLog* log_;
   std::shared_ptr<Router> gate_;

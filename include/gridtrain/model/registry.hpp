@@ -10,7 +10,6 @@
 #include "gridtrain/data/data_shape.hpp"
 #include "gridtrain/model/layout.hpp"
 #include "gridtrain/model/model.hpp"
-#include "gridtrain/model/moe.hpp"
 
 namespace gridtrain {
 
@@ -37,9 +36,6 @@ bool fused_attention(const Config& c);
 
 /// The width F_e of c's MoE experts: moe.ffn_hidden, or the dense SwiGLU width it defaults to.
 std::int64_t expert_width(const Config& c);
-
-/// c's [moe] keys as the llama builds its MoE layers (E, k, widths, the MoE layers' indices).
-moe::MoeShape moe_shape(const Config& c);
 
 /// What keeps c's model from running with tp tensor-parallel and pp pipeline ranks, each naming
 /// the keys and what would be valid; empty: it can.

@@ -45,6 +45,11 @@ struct TpRegion {
   /// again there: the activation memory sequence parallelism exists to save).
   std::vector<torch::Tensor> column(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                                     const std::vector<torch::Tensor>& biases = {}) const;
+  /// Megatron's f alone (copy_to_tensor_model_parallel_region), for tensor-parallel shards that
+  /// are not linears of x itself (the MoE layer's experts, reached through the token dispatch,
+  /// and the weights their partial sums are combined with): x, its gradient summed over tp.
+  /// Without tp: x. Throws std::logic_error with sequence parallelism (x is not whole there).
+  torch::Tensor copy_to(const torch::Tensor& x) const;
   /// A row-parallel layer's partial sums (B, T, C) (or a vocabulary shard's embedding rows):
   /// summed over tp; with SP, this rank's tokens of the sum (B, T/t, C). Without tp: as is.
   torch::Tensor row(const torch::Tensor& partial) const;

@@ -14,12 +14,8 @@ namespace gridtrain {
 struct MoeCosts {
   double total_params = 0;   ///< the whole model's, every expert counted
   double active_params = 0;  ///< what one token runs through: k of the E experts in each MoE layer
-  double expert_params = 0;  ///< this rank's experts': E / ep in each MoE layer of its pipeline stage
+  double expert_params = 0;  ///< this rank's experts': E / ep in each MoE layer of its stage, 1/tp of each
   double stage_layers = 0;   ///< MoE layers on this rank's pipeline stage (all its chunks)
-  /// The MoE layers' MLP FLOPs per item, the whole model's: 6 × MoeShape::active_mlp_params per
-  /// MoE layer. Experts are whole on every tp rank, so
-  /// this part runs tp times over (the rest of the model's FLOPs are split by tp).
-  double mlp_flops_per_item = 0;
   /// Their parameters, gradients and optimizer state per rank, bytes, sharded by ZeRO over the
   /// expert-data-parallel dp / ep ranks (zero_state_bytes).
   std::array<double, 3> expert_state{};
@@ -31,7 +27,7 @@ struct MoeCosts {
 };
 
 /// c's costs on grid g for the rank whose part of the model is `layout` (its stage's layers;
-/// its tp and ep axes are not read: experts are replicated over tp, E / g.ep of them per rank).
+/// its tp and ep axes are not read: E / g.ep experts per rank, each split over g.tp).
 /// whole_params: the one-rank model's parameter count (plan_model with the default layout);
 /// accumulation micro-batches per step, elem bytes per activation element.
 MoeCosts moe_costs(const Config& c, const GridShape& g, const ModelLayout& layout, double whole_params,

@@ -18,8 +18,8 @@
 //   ep       mixtures of experts: per MoE layer and micro-batch 4 all-to-alls (dispatch, combine and
 //            their gradients) of the B·T·k routed rows, (ep − 1)/ep of them leaving the rank:
 //            4·L_moe·m·(ep − 1)·α + moe_costs' all_to_all_bytes / β; the dp term reduces the experts'
-//            gradients over the dp / ep expert-data-parallel ranks, the rest over dp; experts run
-//            whole on every tp rank, so compute counts their FLOPs tp times (MFU counts them once)
+//            gradients over the dp / ep expert-data-parallel ranks, the rest over dp; tp splits the
+//            experts as the dense MLP (expert tensor parallelism), with the same tp all-reduces
 //   all-reduce on k ranks as a ring: 2(k − 1)·α + 2(k − 1)/k · bytes / β (Patarasuk & Yuan 2009),
 //   α, β of the link the group spans: inside a node (ranks_per_node) or across nodes; ranks are
 //   placed as gridtrain's grid places them, tp fastest, then dp, then pp.
