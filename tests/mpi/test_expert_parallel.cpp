@@ -4,7 +4,7 @@
 // gradient. Then the MoE llama at (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2),
 // (dp 2, ep 2, pp 2) (a stage without MoE layers, the interleaved schedule) and with ZeRO 1, 2 and 3
 // over the expert-data-parallel ranks trains as one rank does, also with a capacity factor
-// (dropping the slots one rank drops), with forced balanced routing, and with the sigmoid router
+// (dropping the slots one rank drops, with its router statistics), with forced balanced routing, and with the sigmoid router
 // and its expert bias (moving it as one rank does); a checkpoint written at ep 4 resumes at ep 2
 // and that one's loads on one rank; and a resume at ep 2 is bit-exact, the bias too. On 8 ranks the
 // axes together: (dp 4, ep 2, tp 2), (dp 4, ep 4, pp 2) and (dp 2, ep 2, tp 2, pp 2), learned and
@@ -40,11 +40,11 @@ Routed routed_tokens(int rank) {
   return {x, chosen};
 }
 
-// metrics.jsonl's moe_dropped of each thermo line in run directory `dir`.
-std::vector<double> dropped_slots(const std::string& dir) {
+// metrics.jsonl's figure `name` of each thermo line in run directory `dir`.
+std::vector<double> metric(const std::string& dir, const std::string& name) {
   std::ifstream in(dir + "/metrics.jsonl");
   std::vector<double> out;
-  const std::string key = "\"moe_dropped\":";
+  const std::string key = "\"" + name + "\":";
   for (std::string line; std::getline(in, line);)
     if (const auto at = line.find(key); at != std::string::npos) out.push_back(std::stod(line.substr(at + key.size())));
   return out;
@@ -107,7 +107,7 @@ TEST_CASE("expert parallelism: (dp 4, ep 2), (dp 4, ep 4), (dp 2, ep 2, tp 2) an
     CAPTURE(l.dp, l.ep, l.tp, l.zero);
     Config c = moe_llama(dir, 5, l.dp);
     c.grid.ep = l.ep;
-    c.grid.tp = l.tp;  // experts and router replicated over tp, computed whole on every tp rank
+    c.grid.tp = l.tp;  // the router replicated over tp, every expert split over it
     c.optim.zero_stage = l.zero;
     c.checkpoint.dir = dir + "/ckpt-ep" + std::to_string(l.ep) + "-tp" + std::to_string(l.tp) + "-zero" +
                        std::to_string(l.zero);
@@ -192,8 +192,8 @@ TEST_CASE("expert parallelism with pipeline stages: (dp 2, ep 2, pp 2), a stage 
   }
 }
 
-TEST_CASE("expert parallelism with a capacity factor: (dp 4, ep 2) and (dp 2, ep 2, pp 2) drop the slots one rank "
-          "drops and train as it does", "[np4]") {
+TEST_CASE("expert parallelism with a capacity factor: (dp 4, ep 2), (dp 2, ep 2, pp 2) and (dp 2, ep 2, tp 2) drop "
+          "the slots one rank drops, report its router statistics and train as it does", "[np4]") {
   const auto dir = shared_dir("moe-ep-capacity");
   // Capacity ⌈1.0 · 32·2 / 4⌉ = 16 of a micro-batch's 64 slots per expert: what an unbalanced
   // router sends beyond it is dropped, a count that depends on the routing.
@@ -214,19 +214,36 @@ TEST_CASE("expert parallelism with a capacity factor: (dp 4, ep 2) and (dp 2, ep
   const std::string mine = "one-" + std::to_string(world_rank());
   Trainer one(made(deck(1, mine)), MPI_COMM_SELF, self, 1.0);
   const RunResult want = one.run();
-  const auto want_dropped = dropped_slots(dir + "/" + mine);
+  const auto want_dropped = metric(dir + "/" + mine, "moe_dropped");
   REQUIRE(want_dropped.size() == 4);
   CHECK(want_dropped[0] > 0);
-  for (const int pp : {1, 2}) {
-    CAPTURE(pp);
-    Config c = deck(4 / pp, "pp" + std::to_string(pp));
+  // RouterStats' figures (app/router_stats.hpp), which each layout sums over its ranks (the load
+  // from every stage, the losses from the last) to one rank's.
+  const std::vector<std::string> figures = {"moe_aux_loss", "moe_z_loss", "moe_max_load", "moe_max_load_0",
+                                            "moe_max_load_1", "moe_drop_fraction"};
+  for (const auto& f : figures) {
+    CAPTURE(f);
+    REQUIRE(metric(dir + "/" + mine, f).size() == 4);
+  }
+  for (const double load : metric(dir + "/" + mine, "moe_max_load")) CHECK((load >= 1 && load <= 4.0 / 2));  // at most E / k
+  for (const auto& [tp, pp] : {std::pair{1, 1}, std::pair{1, 2}, std::pair{2, 1}}) {
+    CAPTURE(tp, pp);
+    Config c = deck(4 / pp / tp, "tp" + std::to_string(tp) + "pp" + std::to_string(pp));
     c.grid.ep = 2;
+    c.grid.tp = tp;
     c.grid.pp = pp;
     if (world_rank() == 0) made(c);
     MPI_Barrier(MPI_COMM_WORLD);
     Trainer t(c, MPI_COMM_WORLD, grid, 1.0);
     check_same_run(t.run(), want, 1e-5);
-    if (world_rank() == 0) CHECK(dropped_slots(c.output.dir) == want_dropped);  // the same routing
+    if (world_rank() != 0) continue;
+    CHECK(metric(c.output.dir, "moe_dropped") == want_dropped);  // the same routing
+    for (const auto& f : figures) {
+      CAPTURE(f);
+      const auto got = metric(c.output.dir, f), one_rank = metric(dir + "/" + mine, f);
+      REQUIRE(got.size() == one_rank.size());
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(rel(got[i], one_rank[i]) <= 1e-5);
+    }
   }
 }
 
