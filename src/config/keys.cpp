@@ -335,7 +335,11 @@ std::vector<Key> train_keys() {
                "pipeline schedule over a step's micro-batches (global_batch / (micro_batch * dp) of them): 1f1b "
                "(one forward, one backward; fewest activations in flight), gpipe (all forwards, then all "
                "backwards) or interleaved (1F1B over grid.virtual_stages model chunks per rank: bubble "
-               "(pp - 1)/(virtual_stages * m) instead of (pp - 1)/m, more pp messages; needs m a multiple of pp)"),
+               "(pp - 1)/(virtual_stages * m) instead of (pp - 1)/m, more pp messages; needs m a multiple of pp) or "
+               "zb-h1 (Qi et al. 2024's zero-bubble ZB-H1: 1F1B with some backwards split into the input gradient, "
+               "sent on at once, and the linears' weight gradients, run later in the bubbles; bubble (pp - 1)(F + B - "
+               "2W) instead of (pp - 1)(F + B + W), a deferred W keeping its linears' inputs; the dp exchange runs "
+               "after backward)"),
       enum_key("train.recompute", GT_REF(train.recompute),
                "activation recomputation (Korthikanti et al. 2022): none; selective (the attention core, its "
                "scores and softmax, is run again in backward instead of kept); full (each transformer block keeps "

@@ -31,7 +31,10 @@ ParameterStack::ParameterStack(const Config& cfg, Model& model, std::vector<Para
     tied_.push_back(static_cast<std::size_t>(it - pieces_.begin()));
   }
   const Config::Comm& comm = cfg.comm;
-  groups_ = std::make_unique<ParameterGroups>(params, group_index, std::move(groups), dp, comm.bucket_mb, comm.overlap,
+  // zb-h1's deferred weight gradients arrive after later micro-batches' backward passes began, so
+  // no bucket can tell, by its hooks, that it is complete: the exchange runs after backward.
+  const bool overlap = comm.overlap && cfg.train.schedule != PipelineSchedule::ZbH1;
+  groups_ = std::make_unique<ParameterGroups>(params, group_index, std::move(groups), dp, comm.bucket_mb, overlap,
                                               comm.compression, zero);
   if (groups_->any_sharded()) {  // the optimizer updates this rank's pieces only
     const auto shards = groups_->shard_pieces();

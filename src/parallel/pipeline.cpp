@@ -1,6 +1,7 @@
 #include "gridtrain/parallel/pipeline.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 #include <stdexcept>
 
@@ -31,10 +32,41 @@ std::vector<PipeOp> interleaved(int stage, int p, int m, int v) {
   return ops;
 }
 
+// Qi et al.'s ZB-H1 over 1F1B's passes (the rule of sail-sg's zb-h1 schedule in Megatron-LM's
+// forward_backward_pipelining_without_interleaving): stage r defers its first r steady-state
+// weight passes and its last, which then fill the cooldown and the step's end.
+std::vector<PipeOp> zb_h1(int stage, int p, int m) {
+  const int warmup = std::min(p - stage - 1, m), remaining = m - warmup;
+  std::vector<PipeOp> ops;
+  std::deque<int> deferred;  // split backwards' micro-batches, oldest first
+  int f = 0, b = 0;
+  auto backward = [&](bool split) {
+    ops.push_back({PipeOp::Backward, b, 0, split});
+    if (split) deferred.push_back(b);
+    ++b;
+  };
+  auto weight = [&] {
+    ops.push_back({PipeOp::Weight, deferred.front()});
+    deferred.pop_front();
+  };
+  while (f < warmup) ops.push_back({PipeOp::Forward, f++});
+  for (int i = 0; i < remaining; ++i) {
+    ops.push_back({PipeOp::Forward, f++});
+    backward(stage > 0 && (i < stage || i == remaining - 1));
+  }
+  for (int i = 0; i < warmup; ++i) {
+    backward(stage > 0);
+    if (remaining + i >= stage && !deferred.empty()) weight();
+  }
+  while (!deferred.empty()) weight();
+  return ops;
+}
+
 }  // namespace
 
 std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks) {
   if (kind == PipelineSchedule::Interleaved) return interleaved(stage, stages, micro_batches, chunks);
+  if (kind == PipelineSchedule::ZbH1) return zb_h1(stage, stages, micro_batches);
   std::vector<PipeOp> ops;
   const int m = micro_batches;
   if (kind == PipelineSchedule::GPipe) {
@@ -59,6 +91,14 @@ int in_flight_micro_batches(PipelineSchedule kind, int stage, int stages, int mi
     case PipelineSchedule::Interleaved: {
       const int passes = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages + 1, micro_batches * chunks);
       return (passes + chunks - 1) / chunks;
+    }
+    case PipelineSchedule::ZbH1: {  // a split backward's micro-batch is held until its W
+      int held = 0, most = 0;
+      for (const PipeOp& op : zb_h1(stage, stages, micro_batches)) {
+        held += op.kind == PipeOp::Forward ? 1 : op.kind == PipeOp::Weight || !op.split ? -1 : 0;
+        most = std::max(most, held);
+      }
+      return most;
     }
     case PipelineSchedule::OneFOneB: break;
   }

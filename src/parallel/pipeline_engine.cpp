@@ -1,9 +1,11 @@
 #include "gridtrain/parallel/pipeline_engine.hpp"
 
+#include <optional>
 #include <vector>
 
 #include "gridtrain/parallel/element.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
+#include "gridtrain/precision/weight_grad_store.hpp"
 
 namespace gridtrain {
 
@@ -52,12 +54,18 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   torch::Tensor loss_sum;  // last stage: Σ losses, on the device
   int backwards_left = M * v;
+  // zb-h1: while the store is open the linears defer their weight gradients to it, each backward
+  // pass's computed at once or at a later Weight op (precision/weight_grad_store.hpp).
+  std::optional<WeightGradStore> store;
+  if (schedule_ == PipelineSchedule::ZbH1) store.emplace();
   for (const PipeOp& op : pipeline_schedule(schedule_, r, p, M, v)) {
     const int m = op.micro_batch, c = op.chunk, i = c * M + m;
     const bool begins = first_ && c == 0, ends = last_ && c == v - 1;  // the model's first and last pass
     Pass& in = inputs[i];
     Pass& out = outputs[i];
-    if (op.kind == PipeOp::Forward) {
+    if (op.kind == PipeOp::Weight) {
+      store->run_oldest();
+    } else if (op.kind == PipeOp::Forward) {
       std::pair<torch::Tensor, torch::Tensor> mb;  // {input, targets}
       if (begins || ends || input_everywhere_) mb = batch(static_cast<std::int64_t>(m) * B, B);
       timer_.stamp(Section::Data);
@@ -92,6 +100,7 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
         if (carried_ > 0)  // a stage whose loss or layers did not use them: zeros
           send(in.sums.grad().defined() ? in.sums.grad() : torch::zeros_like(in.sums), fp32, prev, tag(false, m, to, true));
       }
+      if (store) store->end_pass(op.split);  // after the input gradient went on
       in = out = Pass{};  // free this pass's activations
       losses[i] = torch::Tensor();
     }

@@ -75,6 +75,10 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
     out.push_back("train.schedule = interleaved runs micro-batches in groups of grid.pp = " + std::to_string(s.pp) +
                   ", but a step has " + std::to_string(plan.accumulation) + " (train.global_batch / (micro_batch * dp)"
                   "); valid: a multiple of " + std::to_string(s.pp) + " micro-batches, or train.schedule = 1f1b");
+  if (c.train.schedule == PipelineSchedule::ZbH1 && c.optim.zero_stage == 3 && s.dp > 1)
+    out.emplace_back("train.schedule = zb-h1 with optim.zero_stage = 3: stage 3 reduce-scatters and frees each layer "
+                  "as its backward completes, but zb-h1 computes the linears' weight gradients later, out of that "
+                  "order; valid: optim.zero_stage <= 2, or train.schedule = 1f1b");
   const bool model_parallel = s.tp > 1 || s.pp > 1;
   if (model_parallel && c.train.on_oom == OnOom::Backoff)
     out.emplace_back("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "

@@ -9,6 +9,7 @@
 #include <torch/autograd.h>
 #include <torch/nn/functional/linear.h>
 
+#include "gridtrain/precision/weight_grad_store.hpp"
 #include "gridtrain/util/error.hpp"
 
 namespace at::native {
@@ -152,6 +153,8 @@ std::string describe_matmul(Matmul requested) {
 }
 
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (WeightGradStore::current() && weight.requires_grad() && torch::GradMode::is_enabled())
+    return deferred_linear(x, weight, bias);  // a zero-bubble schedule's split backward
   if (!onednn(x, weight) || (bias.defined() && bias.scalar_type() != torch::kFloat))
     return torch::nn::functional::linear(x, weight, bias);
   const auto all = bias.defined() ? variable_list{x, weight, bias} : variable_list{x, weight};

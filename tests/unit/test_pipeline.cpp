@@ -138,3 +138,46 @@ TEST_CASE("grid.stage_layers parses auto or a list of whole counts >= 1", "[pipe
     CHECK_THROWS_WITH(parse(junk), Catch::Contains("valid: auto, or one layer count"));
   }
 }
+
+TEST_CASE("zb-h1: 1F1B's passes, backwards split by the ZB-H1 rule, each split one's W once and later", "[pipeline]") {
+  for (int p : {2, 3, 4})
+    for (int m : {1, 2, 3, 4, 8})
+      for (int s = 0; s < p; ++s) {
+        CAPTURE(p, m, s);
+        const auto ops = pipeline_schedule(PipelineSchedule::ZbH1, s, p, m);
+        std::vector<PipeOp> passes;  // the forwards and backwards, unsplit
+        std::vector<int> split, weights;
+        for (const PipeOp& op : ops) {
+          if (op.kind == PipeOp::Weight) {
+            CHECK(std::find(split.begin(), split.end(), op.micro_batch) != split.end());  // after its B
+            weights.push_back(op.micro_batch);
+            continue;
+          }
+          if (op.split) split.push_back(op.micro_batch);
+          passes.push_back({op.kind, op.micro_batch, op.chunk});
+        }
+        CHECK(passes == pipeline_schedule(PipelineSchedule::OneFOneB, s, p, m));
+        CHECK(weights == split);  // oldest first
+        const int remaining = m - std::min(p - s - 1, m);
+        for (int b = 0; b < m; ++b) {  // steady-state backward b (b < remaining), else a cooldown one
+          const bool want = s > 0 && (b >= remaining || b < s || b == remaining - 1);
+          CHECK((std::find(split.begin(), split.end(), b) != split.end()) == want);
+        }
+      }
+  // p = 4, m = 8 by the rule: the last stage defers its first 3 Ws and its last to the end;
+  // stage 1 its first and last steady-state ones, one W after each cooldown backward.
+  using F = PipeOp;
+  const auto f = [](int m) { return PipeOp{F::Forward, m}; };
+  const auto b = [](int m, bool split = false) { return PipeOp{F::Backward, m, 0, split}; };
+  const auto w = [](int m) { return PipeOp{F::Weight, m}; };
+  CHECK(pipeline_schedule(PipelineSchedule::ZbH1, 3, 4, 8) ==
+        std::vector<PipeOp>{f(0), b(0, true), f(1), b(1, true), f(2), b(2, true), f(3), b(3), f(4), b(4), f(5), b(5),
+                            f(6), b(6), f(7), b(7, true), w(0), w(1), w(2), w(7)});
+  CHECK(pipeline_schedule(PipelineSchedule::ZbH1, 1, 4, 8) ==
+        std::vector<PipeOp>{f(0), f(1), f(2), b(0, true), f(3), b(1), f(4), b(2), f(5), b(3), f(6), b(4), f(7),
+                            b(5, true), b(6, true), w(0), b(7, true), w(5), w(6), w(7)});
+  // Stage 0 never splits: 1F1B. The last stage holds up to 4 micro-batches (1F1B: 1) until their Ws.
+  CHECK(pipeline_schedule(PipelineSchedule::ZbH1, 0, 4, 8) == pipeline_schedule(PipelineSchedule::OneFOneB, 0, 4, 8));
+  CHECK(in_flight_micro_batches(PipelineSchedule::ZbH1, 3, 4, 8) == 4);
+  CHECK(in_flight_micro_batches(PipelineSchedule::ZbH1, 0, 4, 8) == 4);
+}

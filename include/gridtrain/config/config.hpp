@@ -25,7 +25,7 @@ enum class LrDecay { Cosine, Linear, Constant };
 enum class LrScaling { None, Linear };
 enum class DeviceKind { Auto, Cpu, Cuda };
 enum class OnOom { Abort, Backoff };
-enum class PipelineSchedule { OneFOneB, GPipe, Interleaved };
+enum class PipelineSchedule { OneFOneB, GPipe, Interleaved, ZbH1 };
 enum class Recompute { None, Selective, Full };
 enum class PrecisionType { Fp32, Bf16, Fp16 };
 enum class LossScaling { Auto, Dynamic, None };
@@ -48,7 +48,7 @@ constexpr auto enum_names(LrDecay) { return std::array{"cosine", "linear", "cons
 constexpr auto enum_names(LrScaling) { return std::array{"none", "linear"}; }
 constexpr auto enum_names(DeviceKind) { return std::array{"auto", "cpu", "cuda"}; }
 constexpr auto enum_names(OnOom) { return std::array{"abort", "backoff"}; }
-constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe", "interleaved"}; }
+constexpr auto enum_names(PipelineSchedule) { return std::array{"1f1b", "gpipe", "interleaved", "zb-h1"}; }
 constexpr auto enum_names(Recompute) { return std::array{"none", "selective", "full"}; }
 constexpr auto enum_names(PrecisionType) { return std::array{"fp32", "bf16", "fp16"}; }
 constexpr auto enum_names(LossScaling) { return std::array{"auto", "dynamic", "none"}; }

@@ -8,9 +8,11 @@
 namespace gridtrain {
 
 struct PipeOp {
-  enum Kind { Forward, Backward } kind;
+  /// Weight: the deferred weight gradients (W) of the oldest split backward (zb-h1).
+  enum Kind { Forward, Backward, Weight } kind;
   int micro_batch;
   int chunk = 0;  ///< the model chunk (interleaved: this rank's virtual stage chunk · stages + stage)
+  bool split = false;  ///< a Backward that computes the input gradient (B) only, its W deferred
   bool operator==(const PipeOp&) const = default;
 };
 
@@ -26,13 +28,22 @@ struct PipeOp {
 ///           (k / p) mod v, micro-batch (k / (p·v))·p + k mod p; backward k: chunk v − 1 − that),
 ///           (p − stage − 1)·2 + (v − 1)·p warm-up forwards (Megatron-LM's schedule).
 ///           Needs micro_batches a multiple of stages (throws std::invalid_argument).
+///   zb-h1  (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", §3.1, as sail-sg's zb-h1 schedule):
+///           1f1b's passes, with backward i of the steady state split (its W deferred) iff stage > 0
+///           and (i < stage or it is the last), every cooldown backward split on stages > 0 and
+///           followed by one deferred W once remaining + i >= stage (remaining: the steady state's
+///           passes), then the deferred Ws left, oldest first. Unsplit backwards compute their
+///           W at once.
 /// 1f1b and gpipe have the bubble (p − 1)/(m + p − 1) of the step, interleaved
-/// (p − 1)/(v·m + p − 1): bubble_ratio().
+/// (p − 1)/(v·m + p − 1): bubble_ratio(); zb-h1 (p − 1)(F + B − 2W) in time, with F, B, W a
+/// micro-batch's forward, input-gradient and weight-gradient passes.
 std::vector<PipeOp> pipeline_schedule(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks = 1);
 
 /// The most micro-batches whose activations `stage` holds at once, in units of all its layers:
 /// gpipe m; 1f1b min(p − stage, m); interleaved its warm-up forwards plus one, of chunks
-/// (each 1/v of its layers), rounded up to whole micro-batches.
+/// (each 1/v of its layers), rounded up to whole micro-batches; zb-h1 those forwarded and not
+/// yet through their last backward pass (a split one's W), an upper bound: a deferred W keeps
+/// only its linears' inputs and output gradients.
 int in_flight_micro_batches(PipelineSchedule kind, int stage, int stages, int micro_batches, int chunks = 1);
 
 /// The pipeline bubble's time over the ideal step's, (p − 1)/(v·m) (v = 1 but for interleaved;

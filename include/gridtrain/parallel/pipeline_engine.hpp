@@ -6,7 +6,8 @@
 // embedding (the tied output head), and sum_tied_gradients() adds their gradients. Beside the
 // activations go the model's carried sums (Model::carried_width: an MoE's router sums, so that
 // the last stage's balancing losses cover every stage's layers), their gradients beside the
-// activations' gradients.
+// activations' gradients. With train.schedule = zb-h1 the step's linears defer their weight
+// gradients to a WeightGradStore, run at the schedule's Weight ops (precision/weight_grad_store.hpp).
 //
 // The engine knows the schedule and the wire, not the model: the Trainer hands it the shape of
 // the activations between stages (ModelPlan::activation_shape), the stage's forward (model +

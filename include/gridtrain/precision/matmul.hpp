@@ -38,7 +38,8 @@ std::string describe_matmul(Matmul requested);
 /// y = x Wᵀ + b, differentiable: x (..., K), weight (N, K), bias (N,) or undefined → (..., N).
 /// fp32 CPU tensors outside autocast go to the chosen library for the forward and for the
 /// backward's dX = dY W and dW = dYᵀ X; anything else (CUDA, bf16/fp16 under autocast) is
-/// torch::nn::functional::linear.
+/// torch::nn::functional::linear. While a WeightGradStore is open (zero-bubble pipeline
+/// schedules), a linear with a weight that needs a gradient is deferred_linear instead.
 torch::Tensor dense(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
 
 /// a · b for 2-D a (M, K) and b (K, N), any strides (transposed views included), by the same
