@@ -101,6 +101,8 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
                        state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
   counters.fixes = fixes_.summary(m.item());
+  const auto& passes = engine_->pass_seconds();
+  counters.pass_s = {passes.forward, passes.input, passes.weight, static_cast<double>(passes.micro_batches)};
   print_summary({r, counters, cfg_, timer_, stack_->groups(), *checkpointer_, *guard_, *grid_}, log_);
 }
 

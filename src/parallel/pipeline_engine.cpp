@@ -8,6 +8,33 @@
 #include "gridtrain/precision/weight_grad_store.hpp"
 
 namespace gridtrain {
+namespace {
+
+// Charges one op's time to its kind of pass: the Compute, TpComm and EpComm seconds it adds to
+// the timer (its pp waits are PpComm), the Ws the store computed in it to W.
+class PassClock {
+ public:
+  PassClock(Timer& timer, const std::optional<WeightGradStore>& store)
+      : timer_(timer), store_(store), work_(work()), weight_(weight()) {}
+  /// Ends the op: the time since the last stamp is Compute; then charges it.
+  void charge(PipeOp::Kind kind, PipelineEngine::PassSeconds& s) const {
+    timer_.stamp(Section::Compute);
+    const double w = weight() - weight_;
+    (kind == PipeOp::Forward ? s.forward : s.input) += work() - work_ - w;
+    s.weight += w;
+  }
+
+ private:
+  double work() const {
+    return timer_.seconds(Section::Compute) + timer_.seconds(Section::TpComm) + timer_.seconds(Section::EpComm);
+  }
+  double weight() const { return store_ ? store_->weight_seconds() : 0.0; }
+  Timer& timer_;
+  const std::optional<WeightGradStore>& store_;
+  double work_, weight_;
+};
+
+}  // namespace
 
 PipelineEngine::PipelineEngine(Grid& grid, PipelineSchedule schedule, int chunks, ActivationShape activation_shape,
                                torch::ScalarType activation_dtype, torch::Device device, bool first_stage,
@@ -54,11 +81,10 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   torch::Tensor loss_sum;  // last stage: Σ losses, on the device
   int backwards_left = M * v;
-  // zb-h1: while the store is open the linears defer their weight gradients to it, each backward
-  // pass's computed at once or at a later Weight op (precision/weight_grad_store.hpp).
-  std::optional<WeightGradStore> store;
-  if (schedule_ == PipelineSchedule::ZbH1) store.emplace();
+  // zb-h1: the linears defer their weight gradients to the store (precision/weight_grad_store.hpp).
+  auto store = schedule_ == PipelineSchedule::ZbH1 ? std::optional<WeightGradStore>(std::in_place) : std::nullopt;
   for (const PipeOp& op : pipeline_schedule(schedule_, r, p, M, v)) {
+    const PassClock clock(timer_, store);
     const int m = op.micro_batch, c = op.chunk, i = c * M + m;
     const bool begins = first_ && c == 0, ends = last_ && c == v - 1;  // the model's first and last pass
     Pass& in = inputs[i];
@@ -104,8 +130,9 @@ torch::Tensor PipelineEngine::train(int micro_batches, int micro_batch, const Mi
       in = out = Pass{};  // free this pass's activations
       losses[i] = torch::Tensor();
     }
-    timer_.stamp(Section::Compute);
+    clock.charge(op.kind, pass_s_);
   }
+  pass_s_.micro_batches += M * v;
   for (auto& w : sends) w.wait();
   timer_.stamp(Section::PpComm);
   return loss_sum;

@@ -8,6 +8,7 @@
 #include <torch/autograd.h>
 
 #include "gridtrain/precision/matmul.hpp"
+#include "gridtrain/util/timer.hpp"
 
 namespace gridtrain {
 namespace {
@@ -90,6 +91,7 @@ void WeightGradStore::run(std::deque<std::vector<Deferred>>::iterator at) {
   const std::vector<Deferred> pass = std::move(*at);
   passes_.erase(at);
   if (pass.empty()) return;
+  const Stopwatch clock;
   std::vector<torch::Tensor> roots, grads;
   for (const Deferred& d : pass) {
     roots.push_back(d.weight);
@@ -98,6 +100,7 @@ void WeightGradStore::run(std::deque<std::vector<Deferred>>::iterator at) {
   // One engine run for the pass: through each weight's cast (if any) into its .grad, its
   // accumulator's hooks firing as in an undeferred backward.
   torch::autograd::backward(roots, grads);
+  weight_s_ += clock.seconds();
 }
 
 torch::Tensor deferred_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {

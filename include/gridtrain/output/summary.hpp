@@ -92,6 +92,9 @@ struct RunCounters {
   std::string item = "token";                 ///< what throughput counts (ModelPlan::item)
   double items_per_sample = 1;                ///< ModelPlan::items_per_sample
   std::vector<ReportSection> fixes = {};      ///< the step fixes' sections, in their order
+  /// This rank's PipelineEngine::PassSeconds: seconds in forwards F, backwards B and weight
+  /// gradients W (zb-h1), and the micro-batches.
+  std::array<double, 4> pass_s{};
 };
 
 /// What the end-of-run report reads: the run's result and counters and the parts of the Trainer

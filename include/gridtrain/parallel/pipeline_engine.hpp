@@ -90,6 +90,14 @@ class PipelineEngine {
   /// The tied pair's axis (first and last stage), whose bytes count as pipeline traffic; null
   /// where this rank is not in one.
   const Axis* tied_axis() const { return tied_.get(); }
+  /// Seconds this rank's train() calls spent in each kind of pass, summed (compute and the tp
+  /// and ep waits inside; not the pp waits): forwards F, backwards without their weight
+  /// gradients B, and the weight gradients W (zb-h1; elsewhere inside B); and the micro-batches.
+  struct PassSeconds {
+    double forward = 0, input = 0, weight = 0;
+    long long micro_batches = 0;
+  };
+  const PassSeconds& pass_seconds() const { return pass_s_; }
 
  private:
   torch::Tensor receive(std::vector<std::int64_t> shape, const torch::TensorOptions& options, int peer, int tag);
@@ -102,6 +110,7 @@ class PipelineEngine {
   std::int64_t carried_;  // fp32 sums beside the activations (0: none)
   std::unique_ptr<Axis> tied_;  // first and last stage (pp > 1 only)
   Timer& timer_;
+  PassSeconds pass_s_;
 };
 
 }  // namespace gridtrain

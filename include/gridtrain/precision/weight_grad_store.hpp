@@ -40,6 +40,8 @@ class WeightGradStore {
   void run_oldest();
   /// Ws waiting (ended passes not yet run).
   std::size_t waiting() const { return passes_.size(); }
+  /// Seconds spent computing Ws so far (wall clock).
+  double weight_seconds() const { return weight_s_; }
 
  private:
   struct Deferred {
@@ -48,6 +50,7 @@ class WeightGradStore {
   void run(std::deque<std::vector<Deferred>>::iterator at);  // computes and removes that W
   std::vector<Deferred> open_;               // the current backward pass's
   std::deque<std::vector<Deferred>> passes_;  // ended passes, oldest first
+  double weight_s_ = 0;
 };
 
 /// y = x Wᵀ + b whose weight gradient goes to `store` (dense() while one is open): x (..., K),
