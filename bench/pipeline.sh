@@ -3,8 +3,9 @@
 #  1. Bubble: pp = 2 (2 ranks, one core each) and pp = 4 (4 ranks on 2 cores: oversubscribed),
 #     micro-batches m = 1, 2, 4, 8 of 4 sequences; the PP comm timer's share of the pipeline
 #     phase (Data + Compute + PP comm) against 1F1B's (p − 1)/(m + p − 1).
-#  3. Interleaved 1F1B: pp = 4 with 8 layers, m = 8, plain 1F1B against train.schedule =
-#     interleaved with 2 chunks per rank; the same bubble share against (p − 1)/(v·m + p − 1).
+#  3. Schedules: pp = 2 and 4 with 8 layers, m = 8, plain 1F1B against train.schedule = interleaved
+#     with 2 chunks per rank and zb-h1 (ZB-H1); the same bubble share against the schedule's as
+#     the summary prints it: (p − 1)/(v·m + p − 1), or (p − 1)(F + B − 2W) from measured F, B, W.
 #  2. Bytes per training step and rank on tp and pp (the summary's line) against the analytic
 #     volumes: tp, per micro-batch, 4 all-reduces of B·T·C per layer (2 forward, 2 backward),
 #     1 for the embedding and 1 for the head's input gradient, 3 of B·T for the vocab-parallel
@@ -29,10 +30,12 @@ for p in 2 4; do
 done
 run tp2 2 --grid.tp=2 --train.global_batch=8
 run pp2 2 --grid.pp=2 --train.global_batch=8
-for v in 1 2; do
-  schedule=1f1b; [ "$v" -gt 1 ] && schedule=interleaved
-  run "pp4-L8-v$v" 4 --grid.pp=4 --model.n_layer=8 --train.global_batch=32 --train.schedule=$schedule \
-    --grid.virtual_stages=$v
+for p in 2 4; do
+  for schedule in 1f1b interleaved zb-h1; do
+    v=1; [ "$schedule" = interleaved ] && v=2
+    run "pp$p-L8-$schedule" "$p" --grid.pp="$p" --model.n_layer=8 --train.global_batch=32 --train.schedule=$schedule \
+      --grid.virtual_stages=$v
+  done
 done
 python3 - "$out" "$steps" <<'PY'
 import re, sys
@@ -45,12 +48,13 @@ for p in (2, 4):
         t = open(f"{out}/pp{p}-m{m}.txt").read()
         b, c, d = section(t, "PP comm"), section(t, "Compute"), section(t, "Data")
         print(f"{p:2d} {m:2d} {b / (b + c + d):16.3f} {(p - 1) / (m + p - 1):19.3f}")
-print("pp 4, 8 layers, m 8: chunks per rank, measured bubble, (p-1)/(v m + p-1), step ms")
-for v in (1, 2):
-    t = open(f"{out}/pp4-L8-v{v}.txt").read()
-    b, c, d = section(t, "PP comm"), section(t, "Compute"), section(t, "Data")
-    step = float(re.search(rf"^\s*{steps}\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+(\S+)", t, re.M).group(1))
-    print(f"{v:d} {b / (b + c + d):16.3f} {3 / (v * 8 + 3):19.3f} {step:10.1f}")
+print("8 layers, m 8: pp, schedule, measured bubble, the schedule's, step ms; the summary's line")
+for p, schedule in [(p, s) for p in (2, 4) for s in ("1f1b", "interleaved", "zb-h1")]:
+    t = open(f"{out}/pp{p}-L8-{schedule}.txt").read()
+    line = re.search(r"^Pipeline: .*$", t, re.M).group(0)
+    measured, formula = re.search(r"\) ([0-9.]+) measured, ([0-9.]+) by", line).groups()
+    step = 1e3 * float(re.search(r"^Loop time of (\S+)", t, re.M).group(1)) / int(steps)  # the loop's mean
+    print(f"{p} {schedule:12s} {measured:>8s} {formula:>8s} {step:10.1f}\n  {line}")
 B, T, C, L, V, M = 4, 128, 128, 4, 256, 2  # in.kjv-gpt: block 128, n_embd 128, 4 layers; byte vocab
 def measured(name, axis):
     t = open(f"{out}/{name}.txt").read()
