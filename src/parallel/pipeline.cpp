@@ -109,6 +109,10 @@ double bubble_ratio(int stages, int micro_batches, int chunks) {
   return static_cast<double>(stages - 1) / (static_cast<double>(chunks) * micro_batches);
 }
 
+double zb_h1_bubble_ratio(int stages, int micro_batches, double weight_share) {
+  return bubble_ratio(stages, micro_batches, 1) * std::max(0.0, 1.0 - 3.0 * weight_share);
+}
+
 std::vector<int> stage_layers(const std::vector<int>& given, int n_layer, int stages) {
   if (stages > n_layer)
     throw std::invalid_argument(std::to_string(stages) + " pipeline stages for " + std::to_string(n_layer) +

@@ -85,6 +85,15 @@ double gradient_s(const StageParams& psi, const StepLayout& l, const Machine& m,
                   allreduce_s(psi.expert * grad_bytes, l.dp / l.ep, link_of(m, l.tp * l.ep, l.dp / l.ep)));
 }
 
+// The schedule's bubble over the compute (parallel/pipeline.hpp). For zb-h1 the weight
+// gradients' share: flops_per_item is 6N + 12·L·C·T (the plans), W its 2N.
+double bubble_share(const Config& run, const ModelPlan& first, int pp, int micro_batches, int v) {
+  if (run.train.schedule != PipelineSchedule::ZbH1) return bubble_ratio(pp, micro_batches, v);
+  const double per_item = first.flops_per_item();
+  const double attention = 12.0 * run.model.n_layer * run.model.n_embd * run.model.block_size;
+  return zb_h1_bubble_ratio(pp, micro_batches, (per_item - attention) / 3.0 / (per_item + first.recompute_flops_per_item()));
+}
+
 }  // namespace
 
 Machine device_machine(const std::string& name, PrecisionType precision, double achievable) {
@@ -141,7 +150,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
   const int on_node = std::min(N, m.ranks_per_node);
   const double share = m.cores_per_node > 0 ? std::min(1.0, m.cores_per_node / on_node) : 1.0;
   p.compute_s = flops / N / (m.flops_per_s * share);
-  p.bubble_s = p.compute_s * bubble_ratio(l.pp, p.micro_batches, v);
+  p.bubble_s = p.compute_s * bubble_share(run, *first, l.pp, p.micro_batches, v);
 
   // The bytes of one micro-batch's inter-stage activations: b·T·C, or with sequence parallelism
   // this rank's b·(T/t)·C (only models of several stages have them).

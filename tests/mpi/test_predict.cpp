@@ -62,6 +62,14 @@ TEST_CASE("predict: each term follows its formula", "[np2][predict]") {
     CHECK(q.compute_s == Approx(p.compute_s * (1 + plan(rc)->recompute_flops_per_item() / plan(c)->flops_per_item())));
     CHECK(q.tp_s == Approx(p.tp_s * (r == Recompute::Full ? 1.5 : 1.0)));
   }
+  // zb-h1: the bubble times 1 − 3w, w = 2N / (6N + 12·L·C·T) the weight gradients' share; ZeRO 3 refused.
+  Config zb = c;
+  zb.train.schedule = PipelineSchedule::ZbH1;
+  const double per_item = plan_model(c, data, {})->flops_per_item(), attention = 12.0 * 8 * 1024 * 2048;
+  const Prediction zp = predict_step(zb, data, {2, 2, 2, 0}, m, {});
+  CHECK(zp.bubble_s == Approx(p.bubble_s * (1 - (per_item - attention) / per_item)));
+  CHECK(zp.compute_s == Approx(p.compute_s));
+  CHECK_THAT(predict_step(zb, data, {2, 2, 2, 3}, m, {}).infeasible, Catch::Contains("zb-h1 with optim.zero_stage = 3"));
   // ZeRO stage 3 moves 3/2 the bytes of stages 0-2 and shards the model state by dp.
   const Prediction z0 = predict_step(c, data, {2, 2, 2, 0}, m, {}), z3 = predict_step(c, data, {2, 2, 2, 3}, m, {});
   CHECK(z3.dp_s == Approx(1.5 * z0.dp_s));

@@ -49,6 +49,10 @@ int in_flight_micro_batches(PipelineSchedule kind, int stage, int stages, int mi
 /// The pipeline bubble's time over the ideal step's, (p − 1)/(v·m) (v = 1 but for interleaved;
 /// Narayanan et al. 2021, §2.2).
 double bubble_ratio(int stages, int micro_batches, int chunks);
+/// zb-h1's bubble over the ideal step, (p − 1)(F + B − 2W) / (m(F + B + W)) = (p − 1)/m ·
+/// max(0, 1 − 3w) (Qi et al. 2024, §3.1), with w = W/(F + B + W) the weight gradients' share of a
+/// micro-batch's work.
+double zb_h1_bubble_ratio(int stages, int micro_batches, double weight_share);
 
 /// Layers per stage: `given` (grid.stage_layers, one count >= 1 per stage) checked against
 /// n_layer and stages, or for an empty `given` (auto) n_layer split as evenly as possible, the

@@ -7,7 +7,9 @@
 //                                   × 4/3 with full activation recomputation: one more forward),
 //                                   R: achievable FLOP/s per rank (its share of a node's cores on a CPU)
 //   bubble   compute · (p − 1) / m   1F1B / GPipe idle time (Narayanan et al. 2021, §2.2: the bubble
-//                                   is (p − 1)/(m + p − 1) of the step)
+//                                   is (p − 1)/(m + p − 1) of the step); zb-h1: × max(0, 1 − 3w),
+//                                   w the weight gradients' 2N of the step's FLOPs per item
+//                                   (zb_h1_bubble_ratio)
 //   tp       per layer and micro-batch 4 all-reduces of b·T·C activations (6 with recomputation;
 //            Megatron-LM, Shoeybi et al. 2019 §3, Narayanan et al. §3.2)
 //   pp       2 point-to-point transfers of b·T·C per micro-batch (activation and its gradient),
