@@ -180,8 +180,8 @@ TEST_CASE("zb-h1: 1F1B's passes, backwards split by the ZB-H1 rule, each split o
   CHECK(pipeline_schedule(PipelineSchedule::ZbH1, 0, 4, 8) == pipeline_schedule(PipelineSchedule::OneFOneB, 0, 4, 8));
   CHECK(in_flight_micro_batches(PipelineSchedule::ZbH1, 3, 4, 8) == 4);
   CHECK(in_flight_micro_batches(PipelineSchedule::ZbH1, 0, 4, 8) == 4);
-  // (p − 1)(F + B − 2W) / (m(F + B + W)): F = B = W leaves none; F = 2, B = 2, W = 1 (w = 1/5) 3·1/(8·5).
+  // (p − 1)(F + B − 2W) / (m(F + B + W)): F = B = W leaves none; F = 2, B = 2, W = 1 (w = 1/5) 3·2/(8·5).
   CHECK(zb_h1_bubble_ratio(4, 8, 1.0 / 3) == Approx(0.0).margin(1e-12));
-  CHECK(zb_h1_bubble_ratio(4, 8, 0.2) == Approx(3.0 / 40));
+  CHECK(zb_h1_bubble_ratio(4, 8, 0.2) == Approx(6.0 / 40));
   CHECK(zb_h1_bubble_ratio(4, 8, 0.0) == Approx(bubble_ratio(4, 8, 1)));
 }
