@@ -54,11 +54,9 @@ struct DeferredLinear : torch::autograd::Function<DeferredLinear> {
       grads[0] = gemm(dy, weight.detach()).view(shape);  // dX = dY W
     }
     if (grads.size() == 3 && ctx->needs_input_grad(1)) grads[1] = dy.sum(0);
-    if (weight.requires_grad()) {
-      WeightGradStore* store = WeightGradStore::current();
-      if (!store) throw std::logic_error("a deferred linear's backward ran after its WeightGradStore closed");
-      store->defer(weight, dy, x2);
-    }
+    WeightGradStore* store = WeightGradStore::current();
+    if (!store) throw std::logic_error("a deferred linear's backward ran after its WeightGradStore closed");
+    store->defer(weight, dy, x2);
     return grads;
   }
 };
