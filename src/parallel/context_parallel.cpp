@@ -1,0 +1,136 @@
+#include "gridtrain/parallel/context_parallel.hpp"
+
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "autograd_axis.hpp"
+
+namespace gridtrain {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+// k (B, Hkv, N, D) → (B, H, N, D): each key/value head serves H / Hkv query heads.
+torch::Tensor expand_heads(const torch::Tensor& k, std::int64_t H) { return k.repeat_interleave(H / k.size(1), 1); }
+
+// g (B, H, N, D) → (B, Hkv, N, D): the gradient of expand_heads.
+torch::Tensor reduce_heads(const torch::Tensor& g, std::int64_t Hkv) {
+  return g.view({g.size(0), Hkv, g.size(1) / Hkv, g.size(2), g.size(3)}).sum(2);
+}
+
+// The probabilities P (B, H, Nq, Nk) of queries q over keys k (both fp32, H heads) where queries
+// at positions pq may see keys at positions pk (causal), normalized by lse (B, H, Nq) given or
+// computed (returned); a row with no visible key has P = 0 and lse = −inf.
+std::pair<torch::Tensor, torch::Tensor> probabilities(const torch::Tensor& q, const torch::Tensor& k,
+                                                      const torch::Tensor& pq, const torch::Tensor& pk, double scale,
+                                                      torch::Tensor lse = {}) {
+  const auto visible = pq.unsqueeze(1) >= pk.unsqueeze(0);  // (Nq, Nk)
+  const auto s = (torch::matmul(q, k.transpose(-2, -1)) * scale).masked_fill(visible.logical_not(), kMinusInf);
+  if (!lse.defined()) lse = s.logsumexp(-1);
+  return {torch::exp(s - lse.unsqueeze(-1)).nan_to_num(0.0), lse};  // −inf − (−inf): a row without keys
+}
+
+// One ring step's exchange: sends `t` to the next cp rank and receives the previous one's.
+class RingStep {
+ public:
+  RingStep(const torch::Tensor& t, Axis& cp, int tag) : outgoing_(t.contiguous()), incoming_(torch::empty_like(outgoing_)) {
+    const int n = cp.size(), next = (cp.rank() + 1) % n, prev = (cp.rank() + n - 1) % n;
+    recv_ = cp.recv(incoming_.data_ptr(), incoming_.nbytes(), prev, tag, "ring attention");
+    send_ = cp.send(outgoing_.data_ptr(), outgoing_.nbytes(), next, tag, "ring attention");
+  }
+  torch::Tensor finish() {
+    recv_.wait();
+    send_.wait();
+    return incoming_;
+  }
+
+ private:
+  torch::Tensor outgoing_, incoming_;
+  Work recv_, send_;
+};
+
+// Rank r holds, at ring step s, the key/value chunks of rank (r − s) mod cp.
+int source_at(int step, const Axis& cp) { return (cp.rank() - step + cp.size()) % cp.size(); }
+
+struct RingAttention : torch::autograd::Function<RingAttention> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, double scale, std::int64_t axis) {
+    Axis& cp = axis_from(axis);
+    const int n = cp.size();
+    const std::int64_t H = q.size(1), T = q.size(2) * n;
+    const auto qf = q.to(torch::kFloat), pq = context_positions(T, cp.rank(), n).to(q.device());
+    auto kv = torch::stack({k, v}).to(torch::kFloat);  // (2, B, Hkv, 2S, D): what travels
+    auto out = torch::zeros_like(qf);
+    auto lse = torch::full({q.size(0), H, q.size(2)}, kMinusInf, qf.options());
+    for (int s = 0; s < n; ++s) {
+      std::optional<RingStep> next;
+      if (s + 1 < n) next.emplace(kv, cp, s);  // the next chunks arrive while this one computes
+      const auto pk = context_positions(T, source_at(s, cp), n).to(q.device());
+      const auto [p, block_lse] = probabilities(qf, expand_heads(kv[0], H), pq, pk, scale);
+      merge_attention(out, lse, torch::matmul(p, expand_heads(kv[1], H)), block_lse);
+      if (next) kv = next->finish();
+    }
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["axis"] = axis;
+    return out.to(q.scalar_type());
+  }
+
+  // Flash attention's backward per block (Dao et al. 2022, Alg. 4) with the final lse: P, then
+  // dV = Pᵀ dO, dS = P ⊙ (dO Vᵀ − Δ), Δ = rowsum(dO ⊙ O), dQ = dS K·scale, dK = dSᵀ Q·scale.
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    Axis& cp = axis_of(ctx);
+    const int n = cp.size();
+    const std::int64_t H = q.size(1), Hkv = k.size(1), T = q.size(2) * n;
+    const auto qf = q.to(torch::kFloat), dout = g[0].to(torch::kFloat), pq = context_positions(T, cp.rank(), n).to(q.device());
+    const auto delta = (dout * out).sum(-1, /*keepdim=*/true);  // (B, H, 2S, 1)
+    auto dq = torch::zeros_like(qf);
+    auto kv = torch::stack({k, v}).to(torch::kFloat);
+    auto dkv = torch::zeros_like(kv);  // travels with its chunks, and home after the last step
+    for (int s = 0; s < n; ++s) {
+      std::optional<RingStep> next;
+      if (s + 1 < n) next.emplace(kv, cp, 2 * s);
+      const auto keys = expand_heads(kv[0], H), values = expand_heads(kv[1], H);
+      const auto pk = context_positions(T, source_at(s, cp), n).to(q.device());
+      const auto p = probabilities(qf, keys, pq, pk, scale, lse).first;
+      const auto ds = p * (torch::matmul(dout, values.transpose(-2, -1)) - delta);
+      dq += torch::matmul(ds, keys) * scale;
+      dkv += torch::stack({reduce_heads(torch::matmul(ds.transpose(-2, -1), qf) * scale, Hkv),
+                           reduce_heads(torch::matmul(p.transpose(-2, -1), dout), Hkv)});
+      if (n > 1) dkv = RingStep(dkv, cp, 2 * s + 1).finish();  // on to the next holder of these chunks
+      if (next) kv = next->finish();
+    }
+    return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor context_positions(std::int64_t T, int rank, int cp) {
+  const std::int64_t S = T / (2 * cp);
+  return torch::cat({torch::arange(rank * S, (rank + 1) * S), torch::arange((2 * cp - 1 - rank) * S, (2 * cp - rank) * S)});
+}
+
+void merge_attention(torch::Tensor& out, torch::Tensor& lse, const torch::Tensor& block_out,
+                     const torch::Tensor& block_lse) {
+  // σ(lse_b − lse) = exp(lse_b − logaddexp(lse, lse_b)): the block's share of the merged softmax;
+  // NaN only where both are −inf, a row no key reaches yet, whose out stays 0.
+  const auto share = torch::sigmoid(block_lse - lse).nan_to_num(0.0).unsqueeze(-1);
+  out -= share * (out - block_out);
+  lse = torch::logaddexp(lse, block_lse);  // lse − log σ(lse − lse_b), finite or −inf
+}
+
+torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                             Axis& cp) {
+  return RingAttention::apply(q, k, v, scale, axis_handle(cp));
+}
+
+}  // namespace gridtrain
