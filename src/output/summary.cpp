@@ -1,6 +1,7 @@
 #include "gridtrain/output/summary.hpp"
 
 #include <array>
+#include <utility>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -141,19 +142,19 @@ void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& g
             "\n");
 }
 
-// zb-h1's bubble by Qi et al.'s (p − 1)(F + B − 2W) (§3.1) over it plus the ideal m(F + B + W),
-// with F, B, W the mean seconds per micro-batch over the ranks (pass: this rank's PassSeconds).
-std::string zb_h1_bubble(std::array<double, 4> pass, int p, int m, Grid& grid) {
+// zb-h1's bubble over the ideal step (zb_h1_bubble_ratio) from the mean seconds per micro-batch
+// over the ranks of F, B and W (pass: this rank's PassSeconds), and the formula with them.
+std::pair<double, std::string> zb_h1_bubble(std::array<double, 4> pass, int p, int m, Grid& grid) {
   grid.world().blocking_sum(pass.data(), 4, "pass seconds");
   const double n = std::max(pass[3], 1.0), F = pass[0] / n, B = pass[1] / n, W = pass[2] / n;
-  const double bubble = (p - 1) * std::max(0.0, F + B - 2 * W), ideal = m * (F + B + W);
-  return fmt("%.3f", bubble + ideal > 0 ? bubble / (bubble + ideal) : 0.0) + " by the schedule's (p - 1)(F + B - 2W) " +
-         "with F, B, W = " + fmt("%.3g", 1e3 * F) + ", " + fmt("%.3g", 1e3 * B) + ", " + fmt("%.3g", 1e3 * W) +
-         " ms per micro-batch measured";
+  return {zb_h1_bubble_ratio(p, m, F + B + W > 0 ? W / (F + B + W) : 0.0),
+          "(p - 1)(F + B - 2W) with F, B, W = " + fmt("%.3g", 1e3 * F) + ", " + fmt("%.3g", 1e3 * B) + ", " +
+              fmt("%.3g", 1e3 * W) + " ms per micro-batch measured"};
 }
 
 // The pipeline's bubble: the PP comm section's share of the pipeline phase (Data + Compute + PP
-// comm, averaged over ranks) against the schedule's: (p − 1)/(v·m + p − 1), or zb-h1's.
+// comm, averaged over ranks) against the schedule's share of the step: (p − 1)/(v·m + p − 1),
+// or zb-h1's.
 void print_pipeline(const Config& c, const Breakdown& b, int micro_batch, const RunCounters& counters, Grid& grid,
                     Log& log) {
   const GridShape& g = grid.shape();
@@ -162,14 +163,14 @@ void print_pipeline(const Config& c, const Breakdown& b, int micro_batch, const 
   const double phase = avg(Section::Data) + avg(Section::Compute) + avg(Section::PpComm);
   const int m = static_cast<int>(c.train.global_batch / (static_cast<long long>(micro_batch) * g.dp));
   const int v = c.train.schedule == PipelineSchedule::Interleaved ? c.grid.virtual_stages : 1;
-  const double ratio = bubble_ratio(g.pp, m, v);
-  const std::string schedule = c.train.schedule == PipelineSchedule::ZbH1
-                                   ? zb_h1_bubble(counters.pass_s, g.pp, m, grid)
-                                   : fmt("%.3f", ratio / (1.0 + ratio)) + " by the schedule's (p - 1)/(v·m + p - 1)";
+  const auto [ratio, formula] = c.train.schedule == PipelineSchedule::ZbH1
+                                    ? zb_h1_bubble(counters.pass_s, g.pp, m, grid)
+                                    : std::pair{bubble_ratio(g.pp, m, v), std::string("(p - 1)/(v·m + p - 1)")};
   log.print("\nPipeline: " + std::string(name_of(c.train.schedule)) +
             (v > 1 ? ", " + std::to_string(v) + " chunks per rank" : "") + ", " + std::to_string(m) +
             " micro-batches over " + std::to_string(g.pp) + " stages; bubble (PP comm / (Data + Compute + PP comm)) " +
-            fmt("%.3f", phase > 0 ? avg(Section::PpComm) / phase : 0.0) + " measured, " + schedule + "\n");
+            fmt("%.3f", phase > 0 ? avg(Section::PpComm) / phase : 0.0) + " measured, " +
+            fmt("%.3f", ratio / (1.0 + ratio)) + " by the schedule's " + formula + "\n");
 }
 
 void print_memory(const RunCounters& counters, Grid& grid, Log& log) {

@@ -10,7 +10,6 @@
 // parameters, or their casts), so that they accumulate into .grad through the same nodes and
 // hooks as an undeferred backward's. Here, beside dense(), because every linear goes through it.
 #pragma once
-#include <cstddef>
 #include <deque>
 #include <vector>
 
@@ -38,8 +37,6 @@ class WeightGradStore {
   void end_pass(bool defer);
   /// Computes the oldest waiting W's weight gradients and accumulates them (no-op without one).
   void run_oldest();
-  /// Ws waiting (ended passes not yet run).
-  std::size_t waiting() const { return passes_.size(); }
   /// Seconds spent computing Ws so far (wall clock).
   double weight_seconds() const { return weight_s_; }
 
