@@ -3,7 +3,7 @@
 #  1. read-only from the start: the run stops before its first step, naming the directory and
 #     "Read-only file system" (not after checkpoint.interval steps of training);
 #  2. made read-only while the run trains: the next checkpoint stops the job within
-#     comm.timeout_s + 10 s with the OS error, and the previous checkpoint still resumes.
+#     comm.timeout_s + 10 s with the OS error, and the last one written before still resumes.
 # Usage: readonly_dir.sh GRIDTRAIN DATA.h5 WORKDIR MPIEXEC   (as root: mount, unshare)
 set -u
 [ "${GRIDTRAIN_IN_NAMESPACE:-}" = 1 ] || GRIDTRAIN_IN_NAMESPACE=1 exec unshare -m "$0" "$@"
@@ -27,13 +27,16 @@ job=$!
 for _ in $(seq 600); do [ -f "$work/fs/ckpt/latest" ] && break; sleep 0.1; done
 mount -o remount,ro "$work/fs" || fail "remount ro while training"
 start=$(date +%s)
+# The newest checkpoint the file system kept: read after the remount, when nothing can change it
+# (on a fast CPU steps 80, 120, ... may have been written between the poll and the remount).
+latest=$(cat "$work/fs/ckpt/latest") step=$((10#$(echo "$latest" | sed 's/^step-\([0-9]*\)\.h5$/\1/')))
 wait $job; code=$? elapsed=$(($(date +%s) - start))
 [ $code -ne 0 ] || fail "exit 0"
 [ $elapsed -le 25 ] || fail "took ${elapsed} s after the remount"
-grep -Eq "ERROR on rank [0-9]+: checkpoint '$work/fs/ckpt/step-00000080.h5.tmp' .*Read-only file system" "$work/run.txt" \
-  || fail "no message naming the file and the OS error"
-[ "$(cat "$work/fs/ckpt/latest")" = step-00000040.h5 ] || fail "latest is not step-00000040.h5"
-"${run[@]}" --train.steps=41 --restart "$work/fs/ckpt" --output.dir="$work/out3" > "$work/resume.txt" 2>&1 \
+next=$(printf 'step-%08d.h5.tmp' $((step + 40)))  # the first checkpoint after the remount
+grep -Eq "ERROR on rank [0-9]+: checkpoint '$work/fs/ckpt/$next' .*Read-only file system" "$work/run.txt" \
+  || fail "no message naming the file $next and the OS error"
+"${run[@]}" --train.steps=$((step + 1)) --restart "$work/fs/ckpt" --output.dir="$work/out3" > "$work/resume.txt" 2>&1 \
   || fail "resuming from the previous checkpoint failed: $(tail -3 "$work/resume.txt")"
-grep -q "Resumed from $work/fs/ckpt/step-00000040.h5 at step 40" "$work/resume.txt" || fail "did not resume at step 40"
-echo "OK: read-only at start: stopped before training; read-only mid-run: exit $code ${elapsed} s after, step 40 resumes"
+grep -q "Resumed from $work/fs/ckpt/$latest at step $step" "$work/resume.txt" || fail "did not resume at step $step"
+echo "OK: read-only at start: stopped before training; read-only mid-run: exit $code ${elapsed} s after, step $step resumes"
