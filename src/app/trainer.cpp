@@ -32,7 +32,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   load_data();
   checkpointer_ = std::make_unique<Checkpointer>(cfg_, *grid_, log_, samples_->id());
   build_model();
-  guard_ = std::make_unique<StepGuard>(cfg_, grid_->world(), plan_.shape.dp, cfg_.train.micro_batch,
+  guard_ = std::make_unique<StepGuard>(cfg_, grid_->world(), plan_.shape.replicas(), cfg_.train.micro_batch,
                                        plan_.accumulation, log_);
   describe_setup();
   // ZeRO stage 3 loads each rank's pieces straight into its shards: nothing is gathered.
@@ -72,10 +72,10 @@ void Trainer::build_model() {
     for (auto& p : model_->named_parameters(true)) initial.push_back(p.value().detach());
     model_->to(compute_dtype(cfg_.precision.weights));  // the parameters become their 2-byte rounding
   }
-  // Gradients average over dp, the experts' (with grid.ep > 1: each rank holds its own) over expert
-  // dp, which is within a pipeline stage: a stage without MoE layers has the dense group alone.
+  // Gradients average over dp × cp, the experts' (with grid.ep > 1: each rank holds its own) over
+  // expert dp, which is within a pipeline stage: a stage without MoE layers has the dense group alone.
   const Model& model = *model_;
-  std::vector<ParameterGroup> groups = {{"dense", &grid_->dp()}};
+  std::vector<ParameterGroup> groups = {{"dense", &grid_->dp_cp()}};
   const auto params = model.named_parameters(true);
   const bool experts = std::any_of(params.begin(), params.end(), [&model](const auto& p) { return model.shard(p.key()).expert; });
   if (grid_->shape().ep > 1 && experts) groups.push_back({"expert", &grid_->expert_dp()});
@@ -83,12 +83,12 @@ void Trainer::build_model() {
   const auto group_of = [&model, split](const std::string& name) {
     return split && model.shard(name).expert ? std::size_t{1} : std::size_t{0};
   };
-  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, groups, group_of, grid_->dp(), grid_->tp().rank(), initial);
+  stack_ = std::make_unique<ParameterStack>(cfg_, *model_, groups, group_of, grid_->dp_cp(), grid_->tp().rank(), initial);
   const std::vector<NamedParameter>& pieces = stack_->pieces();
   // Saved and loaded as the pieces the optimizer holds (ZeRO stage 3's shards, the masters):
   // nothing is gathered.
   if (parameters().stage() == 3 || masters()) checkpointer_->use_parameter_pieces(pieces);
-  optimizer_ = make_optimizer(cfg_, pieces, grid_->dp());
+  optimizer_ = make_optimizer(cfg_, pieces, grid_->dp_cp());
   const auto step_bytes = [this] {  // debug.alloc_limit_mb's figure, once the step guard exists
     const int elem = static_cast<int>(torch::elementSize(compute_dtype(cfg_.precision.type)));
     return model_->plan().activation_bytes(guard_->micro_batch(), elem, 1) + state_bytes().peak();
@@ -101,9 +101,11 @@ void Trainer::build_model() {
                                              stack_->masters() ? compute_dtype(cfg_.precision.weights) : torch::kFloat,
                                              device_, model_->first_stage(), model_->last_stage(), !stack_->tied().empty(),
                                              model_->input_on_every_stage(), model_->carried_width(), timer_);
-  std::vector<std::vector<const Axis*>> columns;  // one per axis; pp's with the tied-embedding pair split off it
+  // One column per axis; pp's with the tied-embedding pair split off it, dp's with dp × cp.
+  std::vector<std::vector<const Axis*>> columns;
   for (const AxisInfo& a : kAxes) columns.push_back({&grid_->axis(a.id)});
   if (const Axis* pair = engine_->tied_axis()) columns[index_of(AxisId::Pp)].push_back(pair);
+  if (&grid_->dp_cp() != &grid_->dp()) columns[index_of(AxisId::Dp)].push_back(&grid_->dp_cp());
   traffic_ = std::make_unique<StepTraffic>(std::move(columns));
 }
 
@@ -118,15 +120,17 @@ PipelineEngine::Forward Trainer::stage_forward(long long s) {
   };
 }
 
-// What the step's loss on this rank is the mean over: its targets' items, or with data.eod_mask_loss
-// its share of the global batch's counted ones, so that every layout divides by the same number
-// (a micro-batch mean, as Megatron's per-micro-batch normalization, would weigh tokens by layout).
+// What the step's loss on this rank is the mean over: its targets' items (with cp its share of
+// the sequences), or with data.eod_mask_loss its share of the global batch's counted ones, so
+// that every layout divides by the same number (a micro-batch mean, as Megatron's per-micro-batch
+// normalization, would weigh tokens by layout). The gradients then average over dp × cp.
 double Trainer::step_items(const torch::Tensor& batch) const {
   if (!model_->last_stage()) return 1.0;  // no loss here
-  if (!cfg_.data.eod_mask_loss) return static_cast<double>(batch.size(0) * model_->plan().items_per_sample());
+  if (!cfg_.data.eod_mask_loss)
+    return static_cast<double>(batch.size(0) * model_->plan().items_per_sample() / grid_->shape().cp);
   double n = model_->items(model_->split(batch).second);
-  grid_->dp().blocking_sum(&n, 1, "tokens with loss");
-  return std::max(n, 1.0) / grid_->dp().size();
+  grid_->dp_cp().blocking_sum(&n, 1, "tokens with loss");
+  return std::max(n, 1.0) / grid_->dp_cp().size();
 }
 
 // {loss, Σ ||g||² over the gradients this rank counts in the norm} to the host: the step's one device→host copy.

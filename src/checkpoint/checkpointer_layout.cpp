@@ -36,7 +36,7 @@ Slab shard_slab(const ShardSpec& spec, const std::vector<hsize_t>& shape, int r,
 // ShardSpec::counted_on.
 bool Checkpointer::Impl::writes(const Entry& e) const {
   const bool split_over_dp = e.spec.dim >= 0 && e.spec.axis == AxisId::Dp;
-  const bool represents = e.spec.expert ? grid_.expert_dp().rank() == 0 : grid_.represents({AxisId::Dp});
+  const bool represents = e.spec.expert ? grid_.expert_dp().rank() == 0 : grid_.represents({AxisId::Dp, AxisId::Cp});
   return e.local.defined() && (e.piece() || split_over_dp || represents) && e.spec.counted_on(grid_.tp().rank());
 }
 

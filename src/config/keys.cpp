@@ -33,7 +33,7 @@ Key resume_key(std::string help) {
 // grid.dp: a positive integer or "auto" (stored as 0).
 Key dp_key() {
   auto ref = [](auto& c) -> auto& { return c.grid.dp; };
-  Key k = int_key<int>("grid.dp", ref, "data-parallel size; auto = world size / (tp * pp)", 1);
+  Key k = int_key<int>("grid.dp", ref, "data-parallel size; auto = world size / (cp * tp * pp)", 1);
   auto parse_int = k.assign;
   k.info.default_value = "auto";
   k.info.valid = "auto or integer >= 1";
@@ -109,6 +109,19 @@ std::vector<Key> grid_keys() {
                    "expert-parallel size (MoE, G22): each MoE layer's moe.experts are split over grid.ep "
                    "consecutive dp ranks, and tokens reach their experts by all-to-all; the experts' gradients "
                    "average over the dp / ep ranks that hold the same ones. Divides grid.dp and moe.experts", 1),
+      int_key<int>("grid.cp", GT_REF(grid.cp),
+                   "context-parallel size (G23): each sequence of model.block_size T tokens is split over grid.cp "
+                   "ranks in the load-balanced causal layout (2 * cp chunks of T / (2 * cp); rank i holds chunks i "
+                   "and 2 * cp - 1 - i, Megatron-Core's get_batch_on_this_cp_rank) and attention reaches the other "
+                   "ranks' keys and values by grid.cp_comm; dense gradients average and ZeRO shards over dp * cp. "
+                   "Needs model.block_size divisible by 2 * cp (and by 2 * cp * tp with grid.sequence_parallel); "
+                   "gpt and llama only", 1),
+      enum_key("grid.cp_comm", GT_REF(grid.cp_comm),
+               "with grid.cp > 1: ring (ring attention, Liu et al. 2023: key/value chunks travel around the cp "
+               "ranks, each transfer overlapped with the attention over the chunk before, partial results merged "
+               "by log-sum-exp in fp32; backward sends the key/value gradients home) or allgather (Llama 3's: "
+               "all-gather the keys and values over cp, one causal attention over them; backward reduce-scatters "
+               "their gradients)"),
       stage_layers_key(),
       int_key<int>("grid.virtual_stages", GT_REF(grid.virtual_stages),
                    "model chunks per pipeline rank for train.schedule = interleaved (Narayanan et al. 2021, "

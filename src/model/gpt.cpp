@@ -150,13 +150,14 @@ torch::Tensor Gpt::embed(const torch::Tensor& idx, std::int64_t offset, const to
 torch::Tensor Gpt::final_norm(const torch::Tensor& x) { return norm(ln_f_, x, plan_.region()); }
 
 GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_bytes) const {
-  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
-  // Korthikanti et al. 2022, Table 2: 34 s b h bytes at 2-byte activations, 24 of them split by
-  // tp and the other 10 by sequence parallelism; of the 5 a s² b of the attention scores, without
-  // dropout (no mask, no dropped copy) the softmax output's 2 a s² b, which fused attention never
-  // stores.
-  const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / (C * t);
-  return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 / sequence_split() + 24.0 / t) * elem_bytes / 2.0};
+  const double b = micro_batch, T = tokens(), C = s_.n_embd, H = s_.n_head, t = tp_size();
+  // Korthikanti et al. 2022, Table 2 over this rank's T tokens: 34 s b h bytes at 2-byte
+  // activations, 24 of them split by tp and the other 10 by sequence parallelism; of the 5 a s² b
+  // of the attention scores, without dropout (no mask, no dropped copy) the softmax output's
+  // 2 a s b keys, which fused attention and the ring never store.
+  const double scores = 2.0 * H * score_keys(s_.fused_attention) / (C * t);
+  return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 / sequence_split() + 24.0 / t) * elem_bytes / 2.0 +
+                                                     gathered_kv_bytes(micro_batch, C, elem_bytes)};
 }
 
 double GptPlan::flops_per_item() const {

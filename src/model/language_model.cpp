@@ -18,22 +18,33 @@ LanguageModelPlan::LanguageModelPlan(const ModelLayout& layout, std::int64_t n_l
       recompute_(recompute) {
   if (layout_.tp && layout_.tp->size() == 1) layout_.tp = nullptr;
   if (tp_size() == 1) layout_.sequence_parallel = false;
+  if (layout_.cp && layout_.cp->size() == 1) layout_.cp = nullptr;
   for (auto& chunk : layout_.chunks)
     if (chunk.count < 0) chunk.count = n_layer - chunk.first;
 }
 
 double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int in_flight) const {
   const auto layer = layer_activations(micro_batch, elem_bytes);
-  const double input =  // (B, T, C), or with sequence parallelism (B, T/t, C)
-      static_cast<double>(micro_batch) * block_size_ * n_embd_ * elem_bytes / sequence_split();
+  const double input =  // (B, T, C), or with context and sequence parallelism (B, T/(cp·t), C)
+      static_cast<double>(micro_batch) * tokens() * n_embd_ * elem_bytes / sequence_split();
   // The backward of one layer's written-out softmax holds the gradients of its output and input,
   // each the size of the scores.
   const double softmax_backward = 2.0 * layer.scores;
   double kept = layer.scores + layer.rest, redone = softmax_backward;  // per layer; at one layer's backward
   if (recompute_ == Recompute::Selective) kept = layer.rest, redone += layer.scores;
   if (recompute_ == Recompute::Full) kept = input, redone += layer.scores + layer.rest;
-  const double head = last_stage() ? 8.0 * micro_batch * block_size_ * vocab_size_ / tp_size() : 0.0;
+  const double head = last_stage() ? 8.0 * micro_batch * tokens() * vocab_size_ / tp_size() : 0.0;
   return in_flight * (static_cast<double>(layers()) * kept + head) + (layers() > 0 ? redone : 0.0);
+}
+
+double LanguageModelPlan::score_keys(bool fused) const {
+  if (fused || (cp_size() > 1 && layout_.cp_comm == ContextExchange::Ring)) return 0.0;
+  return static_cast<double>(block_size_);
+}
+
+double LanguageModelPlan::gathered_kv_bytes(int micro_batch, double kv_width, int elem_bytes) const {
+  if (cp_size() == 1 || layout_.cp_comm != ContextExchange::Allgather) return 0.0;
+  return 2.0 * micro_batch * (static_cast<double>(block_size_) - tokens()) * kv_width / tp_size() * elem_bytes;
 }
 
 std::int64_t LanguageModelPlan::layers() const {
@@ -101,7 +112,8 @@ void LanguageModel::check_context(const torch::Tensor& idx, const KvCache* cache
 std::pair<torch::Tensor, torch::Tensor> LanguageModel::split(const torch::Tensor& rows) const {
   const auto T = language_plan().block_size();  // rows (B, T + 1)
   const auto ids = rows.slice(1, 0, T);
-  return {ids, lm::loss_targets(ids, rows.slice(1, 1, T + 1), documents_)};
+  const CpRegion cp = language_plan().context();  // this rank's chunks, (B, T/cp)
+  return {cp.local(ids), cp.local(lm::loss_targets(ids, rows.slice(1, 1, T + 1), documents_))};
 }
 
 void LanguageModel::add_blocks(torch::nn::Module& parent,
@@ -121,7 +133,7 @@ torch::Tensor LanguageModel::run_blocks(torch::Tensor x, KvCache* cache, int chu
   for (std::size_t i = c == 0 ? 0 : chunk_end_.at(c - 1); i < chunk_end_.at(c); ++i) {
     const int unit = first_block_unit_ + static_cast<int>(i);
     gather(unit);
-    const lm::CacheSlot slot{cache, i, plan.block_size(), &mask_, documents};
+    const lm::CacheSlot slot{cache, i, plan.block_size(), &mask_, documents, plan.context()};
     auto block = [b = blocks_[i], slot](const torch::Tensor& in) { return b->forward(in, slot); };
     x = release(unit, lm::block_forward(block, x, *blocks_[i], cache ? Recompute::None : plan.recompute()));
   }
@@ -132,7 +144,9 @@ torch::Tensor LanguageModel::run_blocks(torch::Tensor x, KvCache* cache, int chu
 torch::Tensor LanguageModel::stage_forward(const torch::Tensor& input, int chunk, const torch::Tensor& ids) {
   if (documents_.every_stage() && !ids.defined())
     throw std::logic_error(describe() + ": document-aware training needs each micro-batch's ids on every stage");
-  const lm::Documents documents = lm::documents(ids, documents_);
+  lm::Documents documents = lm::documents(ids, documents_);
+  const CpRegion cp = language_plan().context();  // documents are refused under cp (plan_launch)
+  if (cp.cp) documents.positions = cp.positions(input.size(0), language_plan().block_size(), input.device());
   const bool embeds = first_stage() && chunk == 0;
   routers_.start(std::exchange(carried_, {}));  // a micro-batch's pass: the sums of the stages before
   return run_blocks(embeds ? embed(input, 0, documents.positions) : input, nullptr, chunk, documents);
@@ -153,8 +167,8 @@ torch::Tensor LanguageModel::per_token_loss(const torch::Tensor& hidden, const t
 }
 
 torch::Tensor LanguageModel::logits(const torch::Tensor& idx, KvCache* cache) {
-  if (language_plan().tp() || !first_stage() || !last_stage() || gathers())
-    throw std::logic_error(describe() + ": logits need the whole model on one rank, not sharded by ZeRO stage 3");
+  if (language_plan().tp() || language_plan().context().cp || !first_stage() || !last_stage() || gathers())
+    throw std::logic_error(describe() + ": logits need the whole model and sequence on one rank, not sharded by ZeRO stage 3");
   check_context(idx, cache);
   routers_.start({});
   auto x = run_blocks(embed(idx, cache ? cache->length : 0, {}), cache, 0);
@@ -265,8 +279,13 @@ torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, con
   const AttentionOffsets at{slot.offset(), 0};
   // The document mask is captured by value: a recomputation in backward runs after the next
   // micro-batch's forward has moved on.
-  auto core = [fused, at, mask = slot.mask, attend = slot.documents.attend](const std::vector<torch::Tensor>& t) {
-    return causal_attention(t[0], t[1], t[2], fused, at, mask, attend);
+  auto core = [fused, at, mask = slot.mask, attend = slot.documents.attend,
+               cp = slot.context](const std::vector<torch::Tensor>& t) {
+    if (!cp.cp) return causal_attention(t[0], t[1], t[2], fused, at, mask, attend);
+    if (cp.exchange == ContextExchange::Ring)
+      return ring_attention(t[0], t[1], t[2], 1.0 / std::sqrt(static_cast<double>(t[0].size(3))), *cp.cp);
+    const auto [keys, values] = all_gather_kv(t[1], t[2], *cp.cp);  // (B, Hkv, T, D), the whole sequence
+    return causal_attention(t[0], keys, values, fused, {}, nullptr, cp.causal_mask(keys.size(2), t[0].device()));
   };
   return recompute == Recompute::Selective ? recomputed(core, {q, k, v}) : core({q, k, v});
 }

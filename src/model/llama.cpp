@@ -163,8 +163,8 @@ double LlamaPlan::flops_per_item() const {
 }
 
 LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int elem_bytes) const {
-  const double b = micro_batch, T = s_.block_size, C = s_.n_embd, H = s_.n_head, t = tp_size();
-  const double scores = s_.fused_attention ? 0.0 : 2.0 * H * T / C;  // the softmax output (B, H/t, T, T)
+  const double b = micro_batch, T = tokens(), C = s_.n_embd, H = s_.n_head, t = tp_size();
+  const double scores = 2.0 * H * score_keys(s_.fused_attention) / C;  // the softmax output (B, H/t, T, keys)
   const double sdpa_output = s_.fused_attention ? 2.0 : 0.0;  // kept by sdpa's backward beside o_proj's copy
   // The MLP's four width-sized tensors per token, averaged over the layers: k experts' and the
   // shared one's in an MoE layer (each token's rows, gathered), plus its (N, E) router scores.
@@ -174,7 +174,8 @@ LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int el
   const double split_part = 4.0 + sdpa_output + 4.0 * s_.n_kv_head / H + mlp;
   // The 12 b T C bytes (at 2 bytes) of norms and layer inputs outside the split: split by sequence parallelism.
   return {b * T * C * scores / t * elem_bytes / 2.0,
-          b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0};
+          b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0 +
+              gathered_kv_bytes(micro_batch, static_cast<double>(s_.n_kv_head * s_.head_dim()), elem_bytes)};
 }
 
 Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBlocks, s.documents), plan_(s, layout) {

@@ -112,6 +112,28 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
   }
 };
 
+// k and v stacked, (2, B, Hkv, 2·S, D), gathered over cp in rank order: (cp, 2, B, Hkv, 2·S, D).
+struct AllGatherKv : torch::autograd::Function<AllGatherKv> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& kv, std::int64_t axis) {
+    ctx->saved_data["axis"] = axis;
+    Axis& cp = axis_from(axis);
+    const auto mine = kv.contiguous();
+    std::vector<std::int64_t> shape = {cp.size()};
+    shape.insert(shape.end(), mine.sizes().begin(), mine.sizes().end());
+    auto all = torch::empty(shape, mine.options());
+    cp.all_gather(mine.data_ptr(), all.data_ptr(), mine.nbytes(), "context parallel keys and values").wait();
+    return all;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    Axis& cp = axis_of(ctx);
+    const auto all = g[0].contiguous().to(torch::kFloat);
+    auto mine = torch::empty(all.sizes().slice(1), all.options());
+    cp.reduce_scatter_sum(all.data_ptr<float>(), mine.data_ptr<float>(), static_cast<std::size_t>(mine.numel()),
+                          "context parallel key/value gradients").wait();
+    return {mine.to(g[0].scalar_type()), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor context_positions(std::int64_t T, int rank, int cp) {
@@ -131,6 +153,32 @@ void merge_attention(torch::Tensor& out, torch::Tensor& lse, const torch::Tensor
 torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                              Axis& cp) {
   return RingAttention::apply(q, k, v, scale, axis_handle(cp));
+}
+
+std::pair<torch::Tensor, torch::Tensor> all_gather_kv(const torch::Tensor& k, const torch::Tensor& v, Axis& cp) {
+  const int n = cp.size();
+  const std::int64_t T = k.size(2) * n;
+  const auto all = AllGatherKv::apply(torch::stack({k, v}), axis_handle(cp));  // (cp, 2, B, Hkv, 2S, D)
+  std::vector<torch::Tensor> held;  // the positions of the gathered tokens, rank after rank
+  for (int r = 0; r < n; ++r) held.push_back(context_positions(T, r, n));
+  const auto order = torch::argsort(torch::cat(held)).to(k.device());  // gathered index of position t
+  const auto kv = all.permute({1, 2, 3, 0, 4, 5}).reshape({2, k.size(0), k.size(1), T, k.size(3)}).index_select(3, order);
+  return {kv[0], kv[1]};
+}
+
+torch::Tensor CpRegion::local(const torch::Tensor& t) const {
+  if (!cp) return t;
+  return t.index_select(1, context_positions(t.size(1), cp->rank(), cp->size()).to(t.device()));
+}
+
+torch::Tensor CpRegion::positions(std::int64_t B, std::int64_t T, const torch::Device& device) const {
+  if (!cp) return {};
+  return context_positions(T, cp->rank(), cp->size()).to(device).unsqueeze(0).expand({B, -1});
+}
+
+torch::Tensor CpRegion::causal_mask(std::int64_t T, const torch::Device& device) const {
+  const auto query = context_positions(T, cp->rank(), cp->size()).to(device);
+  return (torch::arange(T, query.options()).unsqueeze(0) <= query.unsqueeze(1)).view({1, 1, -1, T});
 }
 
 }  // namespace gridtrain

@@ -10,7 +10,7 @@
 namespace gridtrain {
 namespace {
 
-// Charges one op's time to its kind of pass: the Compute, TpComm and EpComm seconds it adds to
+// Charges one op's time to its kind of pass: the Compute, TpComm, EpComm and CpComm seconds it adds to
 // the timer (its pp waits are PpComm), the Ws the store computed in it to W.
 class PassClock {
  public:
@@ -26,7 +26,9 @@ class PassClock {
 
  private:
   double work() const {
-    return timer_.seconds(Section::Compute) + timer_.seconds(Section::TpComm) + timer_.seconds(Section::EpComm);
+    double s = 0;
+    for (const Section in : {Section::Compute, Section::TpComm, Section::EpComm, Section::CpComm}) s += timer_.seconds(in);
+    return s;
   }
   double weight() const { return store_ ? store_->weight_seconds() : 0.0; }
   Timer& timer_;

@@ -105,7 +105,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
   constexpr int kFields = kColumns + 2 + kMoeFields;
   const double mine[kFields] = {row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
                                 static_cast<double>(layout.stage),
-                                grid.represents({AxisId::Dp, AxisId::Tp}) ? 1.0 : 0.0,
+                                grid.represents({AxisId::Dp, AxisId::Cp, AxisId::Tp}) ? 1.0 : 0.0,
                                 moe.expert_params, moe.expert_state[0], moe.expert_state[1], moe.expert_state[2],
                                 moe.all_to_all_bytes};
   std::vector<double> all(static_cast<std::size_t>(kFields * g.size()));

@@ -48,11 +48,38 @@ void check_experts(const Config& c, const GridShape& s, Problems& out) {
                   "; valid: grid.ep dividing moe.experts (each ep rank holds moe.experts / grid.ep of each layer)");
 }
 
+// grid.cp splits each sequence in 2·cp chunks; what needs a whole sequence on a rank is refused.
+void check_context(const Config& c, const GridShape& s, bool sequence_parallel, Problems& out) {
+  if (s.cp == 1) return;
+  const std::string cp = "grid.cp = " + std::to_string(s.cp), T = std::to_string(c.model.block_size);
+  if (c.model.type == ModelType::Cnn) {
+    out.push_back(cp + " splits sequences, but model.type = cnn has none; valid: grid.cp = 1");
+    return;
+  }
+  const long long chunks = 2LL * s.cp * (sequence_parallel ? s.tp : 1);
+  if (c.model.block_size % chunks != 0)
+    out.push_back("model.block_size = " + T + " is not divisible by 2 * " + cp.substr(5) +
+                  (sequence_parallel ? " * grid.tp (sequence parallelism splits each cp rank's tokens over tp)" : "") +
+                  " = " + std::to_string(chunks) + ": context parallelism holds 2 chunks of the sequence per cp "
+                  "rank; valid: a block_size that is a multiple of " + std::to_string(chunks));
+  for (const auto& [on, key] : {std::pair{c.data.document_mask, "data.document_mask"},
+                                {c.data.reset_position_ids, "data.reset_position_ids"}})
+    if (on)
+      out.push_back(std::string(key) + " = true with " + cp + ": a document's mask and positions span the chunks "
+                    "of other cp ranks, which context parallelism does not exchange; valid: " + key +
+                    " = false (data.eod_mask_loss works), or grid.cp = 1");
+  if (c.moe.enabled())
+    out.push_back(cp + " with moe.experts = " + std::to_string(c.moe.experts) + ": the routers' balancing losses "
+                  "would see each cp rank's part of a sequence alone; valid: grid.cp = 1 for MoE models");
+}
+
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
   const GridShape& s = plan.shape;
   for (auto& p : model_layout_problems(c, s.tp, s.pp)) out.push_back(std::move(p));
   check_experts(c, s, out);
   plan.sequence_parallel = c.grid.sequence_parallel && s.tp > 1;  // one tp rank: nothing to split
+  check_context(c, s, plan.sequence_parallel, out);
+  plan.cp_comm = c.grid.cp_comm;
   check_schedule(c, plan, out);
   try {  // interleaved: one count per virtual stage
     plan.stage_layers = stage_layers(c.grid.stage_layers, model_layers(c), s.pp * plan.virtual_stages);
@@ -60,7 +87,7 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
     const std::string v = plan.virtual_stages > 1 ? " (over grid.pp * grid.virtual_stages virtual stages)" : "";
     out.push_back("grid.stage_layers = " + show_key(c, "grid.stage_layers") + v + ": " + e.what());
   }
-  if (plan.sequence_parallel && c.model.block_size % s.tp != 0)
+  if (plan.sequence_parallel && s.cp == 1 && c.model.block_size % s.tp != 0)
     out.push_back("grid.sequence_parallel = true splits the sequence over grid.tp = " + std::to_string(s.tp) +
                   ", but model.block_size = " + std::to_string(c.model.block_size) + " is not divisible by it; "
                   "valid: a block_size that is a multiple of grid.tp, or grid.sequence_parallel = false");
@@ -79,17 +106,18 @@ void check_model(const Config& c, LaunchPlan& plan, Problems& out) {
     out.emplace_back("train.schedule = zb-h1 with optim.zero_stage = 3: stage 3 reduce-scatters and frees each layer "
                   "as its backward completes, but zb-h1 computes the linears' weight gradients later, out of that "
                   "order; valid: optim.zero_stage <= 2, or train.schedule = 1f1b");
-  const bool model_parallel = s.tp > 1 || s.pp > 1;
+  const bool model_parallel = s.tp > 1 || s.pp > 1 || s.cp > 1;
   if (model_parallel && c.train.on_oom == OnOom::Backoff)
-    out.emplace_back("train.on_oom = backoff needs grid.tp = grid.pp = 1: a rank that runs out of memory inside a "
-                  "tensor-parallel all-reduce or mid-schedule would leave its peers waiting; use train.on_oom = abort");
+    out.emplace_back("train.on_oom = backoff needs grid.tp = grid.pp = grid.cp = 1: a rank that runs out of memory "
+                  "inside a tensor-parallel all-reduce, a ring attention or mid-schedule would leave its peers "
+                  "waiting; use train.on_oom = abort");
   if (c.optim.zero_stage == 3 && s.dp > 1 && c.train.on_oom == OnOom::Backoff)
     out.emplace_back("train.on_oom = backoff with optim.zero_stage = 3: forward and backward all-gather each layer "
                   "over dp, so a rank that runs out of memory among them would leave its peers waiting; use "
                   "train.on_oom = abort, or optim.zero_stage <= 2");
   if (model_parallel && c.optim.type == OptimizerType::OnebitAdam)
     out.emplace_back("optim.type = onebit_adam keeps gradients local after its freeze and supports grid.tp = grid.pp "
-                  "= 1 only; use adamw with tp/pp");
+                  "= grid.cp = 1 only; use adamw with tp/pp/cp");
 }
 
 // Fault injection that could never fire is a mistake in the deck, not a passing test.
@@ -105,11 +133,11 @@ void check_faults(const Config& c, const GridShape& s, Problems& out) {
   if (c.debug.nonfinite_step > c.train.steps)
     out.push_back("debug.nonfinite_step = " + std::to_string(c.debug.nonfinite_step) + " is after the last step (" +
                   std::to_string(c.train.steps) + ")");
-  const int stage = c.debug.nonfinite_rank / (s.dp * s.tp);  // grid ranks are (pp, dp, tp), tp fastest
+  const int stage = c.debug.nonfinite_rank / (s.dp * s.cp * s.tp);  // grid ranks are (pp, dp, cp, tp), tp fastest
   if (c.debug.nonfinite == NonfiniteFault::Loss && stage != s.pp - 1 && c.debug.nonfinite_rank < s.size())
     out.push_back("debug.nonfinite = loss on rank " + std::to_string(c.debug.nonfinite_rank) + ", which is on "
                   "pipeline stage " + std::to_string(stage) + " and computes no loss; valid: a rank of the last "
-                  "stage, " + std::to_string((s.pp - 1) * s.dp * s.tp) + ".." + last_rank);
+                  "stage, " + std::to_string((s.pp - 1) * s.dp * s.cp * s.tp) + ".." + last_rank);
 }
 
 // train.device and comm.backend resolved (config.cpp rejected the combinations that cannot
@@ -137,7 +165,7 @@ std::vector<std::string> layout_problems(const Config& c, const GridShape& shape
 
 LaunchPlan plan_launch(const Config& c, int world_size, bool resolve_device) {
   LaunchPlan plan;
-  plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size, c.grid.ep);  // nothing else is checkable without it
+  plan.shape = resolve_shape(c.grid.dp, c.grid.tp, c.grid.pp, world_size, c.grid.ep, c.grid.cp);  // nothing else is checkable without it
   Problems problems;
   check_model(c, plan, problems);
   check_faults(c, plan.shape, problems);
@@ -174,6 +202,8 @@ ModelLayout model_layout(const LaunchPlan& plan, Grid& grid) {
   auto layout = stage_layout(plan.stage_layers, grid.pp().rank(), plan.virtual_stages, &grid.tp(), grid.tp().size(),
                              plan.sequence_parallel);
   layout.ep = &grid.ep();
+  layout.cp = &grid.cp();
+  layout.cp_comm = plan.cp_comm;
   return layout;
 }
 

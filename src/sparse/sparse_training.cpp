@@ -155,7 +155,7 @@ void SparseTraining::update_masks(long long s) {
   }
   auto sum = [this](std::vector<double>& c) {
     grid_.tp().blocking_sum(c.data(), static_cast<int>(c.size()), "sparsity counts");
-    if (split_over_dp_) grid_.dp().blocking_sum(c.data(), static_cast<int>(c.size()), "sparsity counts");
+    if (split_over_dp_) grid_.dp_cp().blocking_sum(c.data(), static_cast<int>(c.size()), "sparsity counts");
   };
   const auto keep = select_top_k(keep_parts, sum);
   std::vector<torch::Tensor> grow(n);
@@ -201,7 +201,7 @@ double SparseTraining::layer_flops(long long s) const {
 SparsityReport SparseTraining::report() {
   std::vector<double> ones(global_.size(), 0.0);
   for (const auto& t : local_)
-    if (t.counted && (split_over_dp_ || grid_.represents({AxisId::Dp}))) ones[t.global] += t.mask.sum().item<double>();
+    if (t.counted && (split_over_dp_ || grid_.represents({AxisId::Dp, AxisId::Cp}))) ones[t.global] += t.mask.sum().item<double>();
   grid_.world().blocking_sum(ones.data(), static_cast<int>(ones.size()), "sparsity report");
   SparsityReport r;
   std::map<int, std::pair<double, double>> by_class;  // class → {zeros, elements}

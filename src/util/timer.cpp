@@ -13,7 +13,7 @@ double wall_seconds() {
 
 const char* section_name(Section s) {
   static constexpr std::array<const char*, kSectionCount> names = {
-      "Data", "Compute", "TP comm", "PP comm", "EP comm", "DP comm", "Optim", "Eval", "Checkpt", "Output"};
+      "Data", "Compute", "TP comm", "PP comm", "EP comm", "CP comm", "DP comm", "Optim", "Eval", "Checkpt", "Output"};
   return names[static_cast<std::size_t>(s)];
 }
 

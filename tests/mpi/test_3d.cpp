@@ -60,22 +60,26 @@ void check_against_one_rank(const Config& layout_cfg, const RunResult& got, cons
 }
 
 // A layout with options: sequence parallelism, the interleaved schedule's chunks per rank
-// (virtual_stages > 1: 8 layers, 16 sequences a step), ZeRO, recomputation.
+// (virtual_stages > 1: 8 layers, 16 sequences a step), ZeRO, recomputation, context parallelism.
 struct LayoutCase {
   int dp, tp, pp, zero = 0;
   Recompute recompute = Recompute::None;
   bool sequence_parallel = false;
   int virtual_stages = 1;
+  int cp = 1;
+  ContextExchange cp_comm = ContextExchange::Ring;
 };
 
 // Each case computes the one-rank run (losses, gradient norms, weights through its checkpoint);
-// with sequence parallelism its residual stream holds this rank's tokens. deck: keys set at both.
+// with sequence and context parallelism its residual stream holds this rank's tokens. deck: keys
+// set at both.
 void check_layouts(const std::string& family, const std::string& name, const std::vector<LayoutCase>& cases,
                    const std::function<void(Config&)>& deck = [](Config&) {}) {
   CAPTURE(family);
   const auto dir = shared_dir(name + "-" + family);
   for (const LayoutCase& k : cases) {
-    CAPTURE(k.dp, k.tp, k.pp, k.zero, name_of(k.recompute), k.sequence_parallel, k.virtual_stages);
+    CAPTURE(k.dp, k.tp, k.pp, k.zero, name_of(k.recompute), k.sequence_parallel, k.virtual_stages, k.cp,
+            name_of(k.cp_comm));
     auto config = [&](int dp, int tp, int pp) {
       Config c = model_3d(dir, 6, dp, tp, pp, family);
       if (k.virtual_stages > 1) c.model.n_layer = 8, c.train.global_batch = 16;
@@ -86,16 +90,18 @@ void check_layouts(const std::string& family, const std::string& name, const std
     c.grid.sequence_parallel = k.sequence_parallel;
     c.optim.zero_stage = k.zero;
     c.train.recompute = k.recompute;
+    c.grid.cp = k.cp, c.grid.cp_comm = k.cp_comm;
     if (k.virtual_stages > 1) c.train.schedule = PipelineSchedule::Interleaved, c.grid.virtual_stages = k.virtual_stages;
     c.checkpoint.dir = dir + "/ckpt-" + std::to_string(k.dp) + std::to_string(k.tp) + std::to_string(k.pp) + "-zero" +
-                       std::to_string(k.zero) + "-v" + std::to_string(k.virtual_stages);
+                       std::to_string(k.zero) + "-v" + std::to_string(k.virtual_stages) + "-cp" + std::to_string(k.cp) +
+                       name_of(k.cp_comm);
     QuietTrainer t(c);
     const auto got = t.run();
     const auto T = c.model.block_size;
-    if (k.sequence_parallel && t.model().first_stage() && k.zero == 0) {
+    if ((k.sequence_parallel || k.cp > 1) && t.model().first_stage() && k.zero == 0) {
       torch::NoGradGuard no_grad;
-      const auto ids = torch::zeros({2, T}, torch::kLong);
-      CHECK(t.model().stage_forward(ids, 0, ids).size(1) == T / k.tp);
+      const auto ids = torch::zeros({2, T / k.cp}, torch::kLong);  // this cp rank's tokens
+      CHECK(t.model().stage_forward(ids, 0, ids).size(1) == T / k.cp / (k.sequence_parallel ? k.tp : 1));
     }
     Config one = config(1, 1, 1);
     one.model.n_kv_head = c.model.n_kv_head;
@@ -158,6 +164,25 @@ TEST_CASE("interleaved 1F1B at (1, 1, 4), (2, 1, 2) with ZeRO 1, 2 and 3, and (1
 TEST_CASE("interleaved 1F1B at (1, 1, 2) with 2 and 4 chunks per rank computes the one-rank run", "[np2]") {
   const auto family = GENERATE(from_range(kLanguageModels));
   check_layouts(family, "interleaved", {{1, 1, 2, 0, Recompute::None, false, 2}, {1, 1, 2, 0, Recompute::None, false, 4}});
+}
+
+TEST_CASE("context parallelism at (dp 2, cp 2, tp 2), (cp 2, pp 2, tp 2) with sequence parallelism, (dp 2, cp 4) "
+          "with ZeRO 3, with full and selective recomputation, and all-gathered keys and values, computes the one-rank "
+          "run", "[np8]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  using enum ContextExchange;
+  check_layouts(family, "context-parallel",
+                {{2, 2, 1, 0, Recompute::None, false, 1, 2},
+                 {1, 2, 2, 0, Recompute::None, true, 1, 2},
+                 {2, 1, 1, 3, Recompute::None, false, 1, 4},
+                 {2, 2, 1, 1, Recompute::Full, false, 1, 2},
+                 {1, 2, 2, 2, Recompute::Selective, false, 1, 2, Allgather},
+                 {2, 1, 1, 0, Recompute::None, false, 1, 4, Allgather}});
+}
+
+TEST_CASE("context parallelism at (cp 2, pp 2) and (dp 2, cp 2) with ZeRO 2 computes the one-rank run", "[np4]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "context-parallel", {{1, 1, 2, 0, Recompute::None, false, 1, 2}, {2, 1, 1, 2, Recompute::None, false, 1, 2}});
 }
 
 TEST_CASE("sequence parallel under bf16 autocast trains as tensor parallelism alone", "[np4]") {

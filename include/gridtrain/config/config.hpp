@@ -36,6 +36,7 @@ enum class TimerMode { Wall, Sync };
 enum class SparsityMethod { None, Gmp, Set, Rigl };
 enum class SparsityDistribution { Uniform, Erk };
 enum class MoeRouter { Softmax, Sigmoid, Balanced };
+enum class ContextExchange { Ring, Allgather };
 /// What a parameter is, for sparsity.tensors and the sparsity report: a linear layer's matrix, a
 /// convolution kernel, an embedding table, the output head's matrix, or a vector (biases, norms).
 enum class TensorClass { Matrix, Conv, Embedding, Head, Vector };
@@ -59,6 +60,7 @@ constexpr auto enum_names(TimerMode) { return std::array{"wall", "sync"}; }
 constexpr auto enum_names(SparsityMethod) { return std::array{"none", "gmp", "set", "rigl"}; }
 constexpr auto enum_names(SparsityDistribution) { return std::array{"uniform", "erk"}; }
 constexpr auto enum_names(MoeRouter) { return std::array{"softmax", "sigmoid", "balanced"}; }
+constexpr auto enum_names(ContextExchange) { return std::array{"ring", "allgather"}; }
 constexpr auto enum_names(TensorClass) { return std::array{"matrix", "conv", "embedding", "head", "vector"}; }
 
 /// The deck spelling of e ("fp16", "1f1b", ...).
@@ -75,10 +77,12 @@ struct Resume {
 
 struct Config {
   struct Grid {
-    int dp = 0;  ///< data-parallel size; 0 = auto (world / (tp·pp))
+    int dp = 0;  ///< data-parallel size; 0 = auto (world / (cp·tp·pp))
     int tp = 1;  ///< tensor-parallel size
     int pp = 1;  ///< pipeline-parallel size
     int ep = 1;  ///< expert-parallel size: ranks of dp that split each MoE layer's experts (divides dp)
+    int cp = 1;  ///< context-parallel size: ranks each sequence is split over
+    ContextExchange cp_comm = ContextExchange::Ring;  ///< how attention reaches the other cp ranks' keys and values
     std::vector<int> stage_layers;  ///< layers per pipeline stage ("n0,n1,..."); empty = auto
     bool sequence_parallel = false;  ///< Megatron SP: norms, residual and embedding hold T/tp of the sequence
     int virtual_stages = 1;  ///< model chunks per pipeline rank (train.schedule = interleaved)

@@ -1,11 +1,17 @@
 // The process grid: MPI_Cart_create over its axes, slowest first: pipeline stages, data-parallel
-// replicas, tensor-parallel peers (fastest, so that they are neighbouring ranks, the same node
-// first). The axes are data (kAxes): each gets its own communicator (grid.axis(id); grid.dp(),
-// tp(), pp(), ep()), its timer section and traffic column, its figures in the summary,
+// replicas, context-parallel peers, tensor-parallel peers (fastest, so that they are neighbouring
+// ranks, the same node first; Megatron-Core's tp-cp-dp-pp order). The axes are data (kAxes): each
+// gets its own communicator (grid.axis(id); grid.dp(), tp(), pp(), ep(), cp()), its timer section
+// and traffic column, its figures in the summary,
 // summary.json, the checkpoint's "grid" attribute and --dry-run. A new axis is one more entry in
 // AxisId and kAxes, plus its region in the model (as parallel/tensor_parallel.hpp's TpRegion is
 // for tp). Groups that span or split axes (G23's dp × cp) are derived with Grid::group and
 // Axis::split.
+//
+// Context parallelism (G23) splits each sequence over cp ranks (parallel/context_parallel.hpp):
+// the cp ranks of a replica read the same samples and hold the same parameters, so the dense
+// gradients average and ZeRO shards over dp × cp (grid.dp_cp(), Megatron-Core's data-parallel
+// group with context parallelism), and the experts' over expert dp × cp.
 //
 // Expert parallelism (G22) splits dp rather than adding to the product: the ep axis is ep
 // consecutive dp ranks, which hold different experts of each MoE layer, and its complement, the
@@ -25,7 +31,7 @@
 
 namespace gridtrain {
 
-enum class AxisId { Dp, Tp, Pp, Ep };
+enum class AxisId { Dp, Tp, Pp, Ep, Cp };
 
 /// One grid axis: how it is spelled (deck keys grid.<name>, logs, files), its place in the
 /// Cartesian grid (0 = slowest; -1: a split of dp, not a dimension of its own), the timer section its communication is charged to, and whether
@@ -38,15 +44,17 @@ struct AxisInfo {
   bool in_compute;
 };
 
-/// The grid's axes in the order they are reported (dp, tp, pp, ep: "2 (dp) x 1 (tp) x 1 (pp)",
+/// The grid's axes in the order they are reported (dp, tp, pp, ep, cp: "2 (dp) x 1 (tp) x 1 (pp)",
 /// summary.json, the checkpoint's "grid" attribute), which is also AxisId's order. dp's waits
 /// are the gradient exchange's (the Reducer, after backward), pp's the pipeline engine's own,
-/// ep's the token dispatch's all-to-alls inside forward/backward.
-inline constexpr std::array<AxisInfo, 4> kAxes = {{{AxisId::Dp, "dp", 1, Section::DpComm, false},
-                                                   {AxisId::Tp, "tp", 2, Section::TpComm, true},
+/// ep's the token dispatch's all-to-alls and cp's the ring attention's transfers, both inside
+/// forward/backward.
+inline constexpr std::array<AxisInfo, 5> kAxes = {{{AxisId::Dp, "dp", 1, Section::DpComm, false},
+                                                   {AxisId::Tp, "tp", 3, Section::TpComm, true},
                                                    {AxisId::Pp, "pp", 0, Section::PpComm, false},
-                                                   {AxisId::Ep, "ep", -1, Section::EpComm, true}}};
-inline constexpr int kCartDims = 3;  ///< the axes with a Cartesian dimension (cart_dim >= 0)
+                                                   {AxisId::Ep, "ep", -1, Section::EpComm, true},
+                                                   {AxisId::Cp, "cp", 2, Section::CpComm, true}}};
+inline constexpr int kCartDims = 4;  ///< the axes with a Cartesian dimension (cart_dim >= 0)
 inline constexpr std::size_t kAxisCount = kAxes.size();
 inline constexpr std::size_t index_of(AxisId a) { return static_cast<std::size_t>(a); }
 
@@ -57,17 +65,20 @@ using PerAxis = std::array<T, kAxisCount>;
 struct GridShape {
   int dp = 1, tp = 1, pp = 1;
   int ep = 1;  ///< expert-parallel ranks, a divisor of dp (inside it: not a factor of size())
-  int size() const { return dp * tp * pp; }
+  int cp = 1;  ///< context-parallel ranks: each sequence split over them
+  int size() const { return dp * cp * tp * pp; }
+  /// The ranks that hold the same dense parameters: dp · cp.
+  int replicas() const { return dp * cp; }
   /// The axis's size.
   int operator[](AxisId a) const;
-  /// "2,1,1,1": each axis's size in kAxes order (the checkpoint's "grid" attribute).
+  /// "2,1,1,1,1": each axis's size in kAxes order (the checkpoint's "grid" attribute).
   std::string csv() const;
 };
 
-/// Resolves dp = 0 ("auto") to world / (tp·pp). Throws gridtrain::Error when tp·pp does not
-/// divide the world size or the product differs from it, naming the shape and the world size.
+/// Resolves dp = 0 ("auto") to world / (cp·tp·pp). Throws gridtrain::Error when cp·tp·pp does
+/// not divide the world size or the product differs from it, naming the shape and the world size.
 /// ep is taken as given (plan_launch checks that it divides dp, among the deck's other problems).
-GridShape resolve_shape(int dp, int tp, int pp, int world_size, int ep = 1);
+GridShape resolve_shape(int dp, int tp, int pp, int world_size, int ep = 1, int cp = 1);
 
 class Grid {
  public:
@@ -81,8 +92,13 @@ class Grid {
   Axis& tp() { return axis(AxisId::Tp); }
   Axis& pp() { return axis(AxisId::Pp); }
   Axis& ep() { return axis(AxisId::Ep); }
+  Axis& cp() { return axis(AxisId::Cp); }
+  /// The dense parameters' replicas, dp × cp (rank dp_rank · cp + cp_rank): over it dense
+  /// gradients average and ZeRO shards. dp itself when cp = 1.
+  Axis& dp_cp() { return dp_cp_ ? *dp_cp_ : dp(); }
+  const Axis& dp_cp() const { return dp_cp_ ? *dp_cp_ : axis(AxisId::Dp); }
   /// The expert-data-parallel group: the dp ranks with this one's place on ep (dp / ep ranks),
-  /// over which the experts' gradients average. dp itself when ep = 1.
+  /// times cp, over which the experts' gradients average. dp_cp() itself when ep = 1.
   Axis& expert_dp() { return *expert_dp_; }
   const Axis& expert_dp() const { return *expert_dp_; }
   /// The whole grid as one axis ("world": every rank of the communicator the grid was built on):
@@ -91,7 +107,7 @@ class Grid {
   const GridShape& shape() const { return shape_; }
   int rank() const { return rank_; }  ///< rank in the grid (= world) communicator
   MPI_Comm comm() const { return cart_; }
-  /// Coordinates of this rank in Cartesian order: {pp, dp, tp}.
+  /// Coordinates of this rank in Cartesian order: {pp, dp, cp, tp}.
   std::array<int, kCartDims> coords() const { return coords_; }
   /// The replica role: whether this rank speaks for the ranks that differ from it only along
   /// `axes`, i.e. it is rank 0 on each. A figure those ranks hold alike (a loss, a replicated
@@ -103,7 +119,7 @@ class Grid {
   /// Switches every axis to the nccl backend (comm/device_comm.hpp): collective over the grid,
   /// on the current CUDA device. Throws std::runtime_error in a CPU build or when NCCL fails.
   void use_nccl();
-  /// "Process grid: 2 (dp) x 1 (tp) x 1 (pp) = 2 MPI ranks, mpi backend"
+  /// "Process grid: 2 (dp) x 1 (tp) x 1 (pp) = 2 MPI ranks, mpi backend" (cp named when > 1)
   std::string describe() const;
 
   ~Grid();
@@ -117,7 +133,7 @@ class Grid {
   double timeout_s_;
   std::array<int, kCartDims> coords_{};
   PerAxis<std::unique_ptr<Axis>> axes_;
-  std::unique_ptr<Axis> expert_dp_, world_;
+  std::unique_ptr<Axis> dp_cp_, expert_dp_, world_;
 };
 
 /// Collective over the axis (the whole grid): the stop signal any rank received (the largest;

@@ -18,17 +18,19 @@
 #include "gridtrain/model/documents.hpp"
 #include "gridtrain/model/model.hpp"
 #include "gridtrain/model/moe.hpp"
+#include "gridtrain/parallel/context_parallel.hpp"
 #include "gridtrain/parallel/shard.hpp"
 #include "gridtrain/parallel/tensor_parallel.hpp"
 
 namespace gridtrain {
 
 /// This rank's part of a decoder-only language model: a stage of its layers, on tp ranks;
-/// windows of T tokens; (B, T, C) activations between stages.
+/// windows of T tokens (with context parallelism this rank's 2·S = T/cp of each); (B, T, C)
+/// activations between stages.
 class LanguageModelPlan : public ModelPlan {
  public:
-  /// layout's null-or-size-1 tp resolved to null (and sequence parallelism with it to off), a
-  /// chunk's count -1 (all) to the layers from its first on.
+  /// layout's null-or-size-1 tp resolved to null (and sequence parallelism with it to off), as
+  /// its cp, a chunk's count -1 (all) to the layers from its first on.
   LanguageModelPlan(const ModelLayout& layout, std::int64_t n_layer, std::int64_t block_size, std::int64_t n_embd,
                     std::int64_t vocab_size, Recompute recompute);
   const ModelLayout& layout() const { return layout_; }
@@ -52,6 +54,9 @@ class LanguageModelPlan : public ModelPlan {
   EpRegion experts() const { return {layout_.ep}; }
   int ep_rank() const { return layout_.ep ? layout_.ep->rank() : 0; }
   int ep_size() const { return layout_.ep ? layout_.ep->size() : layout_.ep_size; }
+  /// Where this rank's attention meets context parallelism (null axis: none, or planning cp_size()).
+  CpRegion context() const { return {layout_.cp, layout_.cp_comm}; }
+  int cp_size() const { return layout_.cp ? layout_.cp->size() : layout_.cp_size; }
   /// This rank's parameter names, in the module's registration order.
   virtual std::vector<std::string> names() const = 0;
   /// Throws std::invalid_argument for a name that is not one of the model's parameters.
@@ -61,14 +66,15 @@ class LanguageModelPlan : public ModelPlan {
   const char* item() const override { return "token"; }
   const char* flops_formula() const override { return "6N + 12LCT per token"; }
   std::string samples() const override { return "sequences of " + std::to_string(block_size_) + " tokens"; }
-  /// (B, T, C); with sequence parallelism this rank's slice (B, T/t, C).
+  /// (B, T, C); with context parallelism this rank's (B, T/cp, C), and with sequence parallelism
+  /// its slice of that over tp (B, T/(cp·t), C).
   std::vector<std::int64_t> activation_shape(int micro_batch) const override {
-    return {micro_batch, block_size_ / sequence_split(), n_embd_};
+    return {micro_batch, block_size_ / (cp_size() * sequence_split()), n_embd_};
   }
   Recompute recompute() const { return recompute_; }
   std::int64_t block_size() const { return block_size_; }  ///< T, the context
   std::int64_t n_layer() const { return n_layer_; }         ///< L, the whole model's layers
-  /// Korthikanti et al. 2022, Table 2, per layer and micro-batch in flight: none keeps
+  /// Korthikanti et al. 2022, Table 2 (with context parallelism over this rank's T/cp tokens), per layer and micro-batch in flight: none keeps
   /// layer_activations() whole; selective all but the attention scores (rebuilt for one layer at
   /// a time in backward); full only the block's input b·T·C (/t with sequence parallelism; and
   /// one layer's whole activations rebuilt at a time). Plus on the last stage, per micro-batch, the fp32 logits and their
@@ -90,6 +96,15 @@ class LanguageModelPlan : public ModelPlan {
   /// The ranks the sequence is split over between the tensor-parallel layers: t with sequence
   /// parallelism, else 1 (Table 2's 10 s b h of norms and layer inputs, divided by it).
   int sequence_split() const { return layout_.sequence_parallel ? tp_size() : 1; }
+  /// This rank's tokens of a sequence, T/cp: its queries.
+  double tokens() const { return static_cast<double>(block_size_) / cp_size(); }
+  /// The keys each query's scores span where the written-out attention keeps them: T (without
+  /// cp, or the whole gathered sequence of grid.cp_comm = allgather); 0 with fused attention, and
+  /// for ring attention, which keeps only each row's log-sum-exp.
+  double score_keys(bool fused) const;
+  /// Bytes per layer and micro-batch of B windows that grid.cp_comm = allgather keeps beside this
+  /// rank's own: the other cp ranks' keys and values, 2·B·T·(cp − 1)/cp·kv_width/t elements.
+  double gathered_kv_bytes(int micro_batch, double kv_width, int elem_bytes) const;
 
   ModelLayout layout_;
   std::int64_t n_layer_, block_size_, n_embd_, vocab_size_;
@@ -134,7 +149,7 @@ class CausalMask {
 /// Causal attention of q (B, H, Tq, D) over k, v (B, Hkv, Tk, D) (grouped-query where Hkv < H:
 /// query head h reads key/value head h / (H/Hkv)), softmax(q kᵀ / sqrt(D)) v, → (B, H, Tq, D),
 /// at offsets `at` (training: 0, 0; a decoding step after a KV cache of n positions: n, 0; a
-/// context-parallel chunk: its queries' first position and its keys'). fused:
+/// contiguous chunk: its queries' first position and its keys'). fused:
 /// at::scaled_dot_product_attention; else the written-out math, its mask from `masks` (null:
 /// built for this call). attend (B, 1, Tq, Tk) bool, where defined, replaces the causal mask: a
 /// document mask (lm::Documents), which both kernels take. Throws std::invalid_argument when a
@@ -149,12 +164,16 @@ struct CacheSlot {
   std::size_t layer = 0;       ///< the layer's index on this rank
   std::int64_t capacity = 0;   ///< the context length T
   CausalMask* mask = nullptr;  ///< the model's (LanguageModel); null: built per call
-  Documents documents;         ///< the micro-batch's (data.document_mask, data.reset_position_ids); empty: none
+  Documents documents;         ///< the micro-batch's (data.document_mask, data.reset_position_ids; context
+                               ///< parallelism's positions); empty: none
+  CpRegion context;            ///< the sequence split over cp: attention reaches the other chunks
   std::int64_t offset() const { return cache ? cache->length : 0; }  ///< position of the first new token
 };
 
 /// causal_attention of a block's q, k, v at the slot's positions (queries from slot.offset(),
-/// keys from 0), within the slot's documents; with recompute = selective it keeps only q, k, v for backward and computes its
+/// keys from 0), within the slot's documents; under context parallelism (slot.context) the whole
+/// sequence's, by ring_attention or all_gather_kv (fused then ignored by the ring, which computes
+/// in fp32 blocks); with recompute = selective it keeps only q, k, v for backward and computes its
 /// scores and softmax again there (Korthikanti et al. 2022, §5).
 torch::Tensor attention_core(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool fused,
                              Recompute recompute, const CacheSlot& slot);
@@ -208,7 +227,8 @@ class LanguageModel : public Model {
   /// The cross-entropy sum alone, (1,): validation reports the language-model loss, comparable
   /// with a dense model's, without the balancing terms.
   torch::Tensor head_sums(const torch::Tensor& hidden, const torch::Tensor& targets) override;
-  /// With DocumentRules::mask_loss the targets are kNoLoss after an end-of-document token.
+  /// With DocumentRules::mask_loss the targets are kNoLoss after an end-of-document token; with
+  /// context parallelism both are this rank's tokens (B, T/cp) of the windows (CpRegion::local).
   std::pair<torch::Tensor, torch::Tensor> split(const torch::Tensor& rows) const override;
   /// The targets that carry loss: all, or with DocumentRules::mask_loss those not kNoLoss.
   double items(const torch::Tensor& targets) const override;
@@ -221,8 +241,8 @@ class LanguageModel : public Model {
   /// micro-batch's (B, T), which every stage needs when input_on_every_stage(); throws
   /// std::logic_error when they are missing there (a document mask is never dropped).
   torch::Tensor stage_forward(const torch::Tensor& input, int chunk = 0, const torch::Tensor& ids = {}) final;
-  /// Throws std::logic_error unless the whole model is on this rank (no tp, one stage, no ZeRO
-  /// stage 3), std::invalid_argument past the context.
+  /// Throws std::logic_error unless the whole model is on this rank (no tp, no cp, one stage, no
+  /// ZeRO stage 3), std::invalid_argument past the context.
   torch::Tensor logits(const torch::Tensor& idx, KvCache* cache = nullptr) final;
   /// The tied embedding on the first stage and on the last (the head's copy); untied: none.
   std::vector<std::string> tied_parameters() const final;

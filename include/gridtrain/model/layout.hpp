@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "gridtrain/config/config.hpp"
+
 namespace gridtrain {
 
 class Axis;
@@ -24,6 +26,9 @@ struct ModelLayout {
   bool sequence_parallel = false;  ///< grid.sequence_parallel: the sequence split over tp between its layers
   Axis* ep = nullptr;  ///< the MoE layers' expert-parallel axis; null: every expert here (or ep_size ranks, planning)
   int ep_size = 1;     ///< expert-parallel ranks when ep is null (predict); rank 0's experts are planned
+  Axis* cp = nullptr;  ///< the context-parallel axis each sequence is split over; null: whole (or cp_size, planning)
+  int cp_size = 1;     ///< context-parallel ranks when cp is null (predict)
+  ContextExchange cp_comm = ContextExchange::Ring;  ///< how attention reaches the other cp ranks' keys and values
 };
 
 }  // namespace gridtrain

@@ -8,14 +8,18 @@
 // Gimelshein 2018). Its backward runs the same ring, the key/value gradients travelling with
 // their chunks until they are home. Grouped-query attention sends only the key/value heads.
 //
-// Not yet wired into the grid and the models: tests/mpi/test_context_parallel.cpp proves it
-// against full causal attention on one rank.
+// The all-gather variant (Llama 3's, grid.cp_comm = allgather) gathers the keys and values of
+// the whole sequence instead and runs one attention over them under the load-balanced causal mask.
+// A language model meets cp through its CpRegion (grid.cp, the layout's cp axis), as it meets tp
+// through its TpRegion.
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include <torch/torch.h>
 
 #include "gridtrain/comm/axis.hpp"
+#include "gridtrain/config/config.hpp"
 
 namespace gridtrain {
 
@@ -39,5 +43,27 @@ void merge_attention(torch::Tensor& out, torch::Tensor& lse, const torch::Tensor
 /// Throws CommTimeout when a neighbour does not answer in the axis's timeout.
 torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                              Axis& cp);
+
+/// This cp rank's k, v (B, Hkv, 2·S, D) in the load-balanced layout → the whole sequence's
+/// (B, Hkv, T, D), in position order, gathered over cp in k's dtype. Differentiable: backward
+/// reduce-scatters the gradients over cp (summed in fp32) to this rank's chunks. Collective over
+/// cp; throws CommTimeout past the axis's timeout.
+std::pair<torch::Tensor, torch::Tensor> all_gather_kv(const torch::Tensor& k, const torch::Tensor& v, Axis& cp);
+
+/// Where context parallelism meets a language model's layers: the cp axis its sequences are split
+/// over (null: each sequence whole on this rank) and how attention reaches the other chunks.
+struct CpRegion {
+  Axis* cp = nullptr;
+  ContextExchange exchange = ContextExchange::Ring;
+  /// This rank's tokens of t (B, T, ...) along dim 1, (B, 2·S, ...) in the load-balanced layout;
+  /// t itself without cp.
+  torch::Tensor local(const torch::Tensor& t) const;
+  /// The global positions (B, 2·S) int64 of this rank's tokens of a micro-batch of B windows of T
+  /// (the embeddings' and rotary tables' rows); undefined without cp.
+  torch::Tensor positions(std::int64_t B, std::int64_t T, const torch::Device& device) const;
+  /// The all-gather variant's mask (1, 1, 2·S, T) bool: true where a key of the whole sequence is
+  /// at or before this rank's query.
+  torch::Tensor causal_mask(std::int64_t T, const torch::Device& device) const;
+};
 
 }  // namespace gridtrain

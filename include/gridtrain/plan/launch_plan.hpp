@@ -14,11 +14,12 @@ namespace gridtrain {
 struct ModelLayout;
 
 struct LaunchPlan {
-  GridShape shape;                ///< dp × tp × pp = the world size
+  GridShape shape;                ///< dp × cp × tp × pp = the world size
   std::vector<int> stage_layers;  ///< transformer layers of each (virtual) pipeline stage (grid.stage_layers)
   int virtual_stages = 1;         ///< model chunks per pipeline rank (grid.virtual_stages, interleaved)
   int accumulation = 1;           ///< micro-batches per step and dp rank: global = micro · dp · accumulation
   bool sequence_parallel = false; ///< grid.sequence_parallel (in effect with tp > 1)
+  ContextExchange cp_comm = ContextExchange::Ring;  ///< grid.cp_comm (in effect with cp > 1)
   bool cuda = false;              ///< train.device resolved (auto: a CUDA build that sees a GPU)
   bool nccl = false;              ///< comm.backend resolved (auto: nccl exactly when on CUDA)
   /// Settings that run but do not do what they are for (selective recomputation with sdpa
@@ -28,7 +29,8 @@ struct LaunchPlan {
 
 /// The plan of c on a world of world_size ranks. Throws gridtrain::Error listing every problem
 /// found (the world does not fit the grid, n_head not divisible by tp, more stages than layers,
-/// a bad grid.stage_layers, a block_size sequence parallelism cannot split, global_batch not a multiple of micro_batch · dp, options that need
+/// a bad grid.stage_layers, a block_size sequence or context parallelism cannot split, features
+/// context parallelism does not support, global_batch not a multiple of micro_batch · dp, options that need
 /// tp = pp = 1, fault injection that could never fire, and with resolve_device a device or
 /// backend this build or machine lacks), each naming the keys and what would be valid.
 /// --dry-run plans without resolve_device: it may run on a login node without the job's GPUs.

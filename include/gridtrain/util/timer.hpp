@@ -31,9 +31,10 @@ class Stopwatch {
 /// Step-loop sections. Communication on each grid axis has its own row (grid/grid.hpp's kAxes
 /// names each axis's): TpComm is the time waited on tensor-parallel collectives inside
 /// forward/backward (moved out of Compute), PpComm the pipeline sends/receives (the bubble
-/// included), EpComm the MoE token dispatch's all-to-alls (inside forward/backward, moved out
-/// of Compute as TpComm), DpComm the gradient exchange and the step's grid-wide verdict reduction.
-enum class Section { Data, Compute, TpComm, PpComm, EpComm, DpComm, Optim, Eval, Checkpoint, Output, kCount };
+/// included), EpComm the MoE token dispatch's all-to-alls and CpComm the ring attention's key/value
+/// transfers (both inside forward/backward, moved out of Compute as TpComm), DpComm the gradient
+/// exchange and the step's grid-wide verdict reduction.
+enum class Section { Data, Compute, TpComm, PpComm, EpComm, CpComm, DpComm, Optim, Eval, Checkpoint, Output, kCount };
 inline constexpr std::size_t kSectionCount = static_cast<std::size_t>(Section::kCount);
 
 /// Name of a section as printed in the breakdown table (at most 8 characters).
