@@ -231,6 +231,33 @@ TEST_CASE("saved at (2,2,2), loaded at (4,1,2): the same tensors, and training c
   for (int s = 4; s < 6; ++s) CHECK(rel(rest.losses[s - 4], want.losses[s]) <= 1e-5);
 }
 
+TEST_CASE("saved at (dp 2, cp 4) with ZeRO 1: resumed there bit for bit, and at (dp 4, cp 2) and (dp 2, tp 2, pp 2) "
+          "training continues the one-rank run", "[np8]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  CAPTURE(family);
+  const auto dir = shared_dir("reshard-cp-" + family);
+  auto at = [&](int steps, int dp, int tp, int pp, int cp) {
+    Config c = model_3d(dir, steps, dp, tp, pp, family);
+    c.grid.cp = cp;
+    c.optim.zero_stage = 1;  // the optimizer state sharded over dp x cp
+    return c;
+  };
+  check_resume(dir + "/ckpt", [&](int steps) { return at(steps, 2, 1, 1, 4); }, 4, 6);
+  QuietTrainer straight(model_3d(dir, 6, 1, 1, 1, family), MPI_COMM_SELF);
+  const auto want = straight.run();
+  for (auto [dp, tp, pp, cp] : {std::array{4, 1, 1, 2}, {2, 2, 2, 1}}) {
+    CAPTURE(dp, tp, pp, cp);
+    Config next = at(6, dp, tp, pp, cp);
+    next.checkpoint.resume = {Resume::Mode::Path, dir + "/ckpt/step-00000004.h5"};
+    next.checkpoint.dir = dir + "/ckpt-" + std::to_string(cp);
+    QuietTrainer resumed(next);
+    REQUIRE(resumed.start_step() == 4);
+    const auto rest = resumed.run();
+    REQUIRE(rest.losses.size() == 2);
+    for (int s = 4; s < 6; ++s) CHECK(rel(rest.losses[s - 4], want.losses[s]) <= 1e-5);
+  }
+}
+
 TEST_CASE("2-byte weights: the fp32 masters saved at (2,2,2) with ZeRO 1 load at (4,1,2) with ZeRO 2, the same tensors",
           "[np8]") {
   const auto dir = shared_dir("reshard3d-bf16");

@@ -76,6 +76,38 @@ TEST_CASE("sequence parallelism refuses a block size tp does not divide", "[conf
   CHECK_FALSE(plan_launch(one, 1, false).sequence_parallel);
 }
 
+TEST_CASE("context parallelism: grid.cp counts in the world, and what it cannot split is refused by name, every "
+          "problem at once", "[config]") {
+  const Config c = parse_config("[grid]\ncp = 2\ntp = 2\ncp_comm = allgather\n[model]\nblock_size = 64\n", "deck", {});
+  const auto plan = plan_launch(c, 8, false);
+  CHECK(plan.shape.dp == 2);  // auto: 8 / (cp · tp)
+  CHECK(plan.shape.replicas() == 4);
+  CHECK(plan.cp_comm == ContextExchange::Allgather);
+  CHECK_THROWS_WITH(plan_launch(c, 6, false), Catch::Contains("cp * tp * pp = 4 must divide"));
+  Config bad = c;
+  bad.model.block_size = 66;  // not a multiple of 2 · cp
+  bad.grid.sequence_parallel = true;
+  bad.data.document_mask = bad.data.reset_position_ids = true;
+  bad.train.on_oom = OnOom::Backoff;
+  try {
+    plan_launch(bad, 8, false);
+    FAIL("a block size context parallelism cannot split ran");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK_THAT(msg, Catch::StartsWith("4 problems"));
+    CHECK_THAT(msg, Catch::Contains("model.block_size = 66 is not divisible by 2 * cp = 2 * grid.tp (sequence "
+                                    "parallelism splits each cp rank's tokens over tp) = 8"));
+    CHECK_THAT(msg, Catch::Contains("data.document_mask = true with grid.cp = 2") &&
+                        Catch::Contains("valid: data.document_mask = false (data.eod_mask_loss works)"));
+    CHECK_THAT(msg, Catch::Contains("data.reset_position_ids = true with grid.cp = 2"));
+    CHECK_THAT(msg, Catch::Contains("train.on_oom = backoff needs grid.tp = grid.pp = grid.cp = 1"));
+  }
+  Config cnn = parse_config("[grid]\ncp = 2\n[model]\ntype = cnn\n", "deck", {});
+  CHECK_THROWS_WITH(plan_launch(cnn, 2, false), Catch::Contains("model.type = cnn has none; valid: grid.cp = 1"));
+  Config moe = parse_config("[grid]\ncp = 2\n[model]\ntype = llama\n[moe]\nexperts = 4\n", "deck", {});
+  CHECK_THROWS_WITH(plan_launch(moe, 2, false), Catch::Contains("grid.cp = 2 with moe.experts = 4"));
+}
+
 TEST_CASE("the interleaved schedule is refused by name where it cannot run", "[config]") {
   auto deck = [](const std::string& extra) {
     return parse_config("[grid]\npp = 2\n[model]\nn_layer = 8\n[train]\nmicro_batch = 2\nglobal_batch = 8\n" + extra,
