@@ -312,3 +312,12 @@ TEST_CASE("document-aware training with math attention at (1, 2, 2) with sequenc
   check_layouts(family, "documents-math", {{1, 2, 2, 0, Recompute::None, true}, {2, 2, 1, 1, Recompute::Selective}},
                 [](Config& c) { documents(c, Attention::Math); });
 }
+
+TEST_CASE("the loss mask (data.eod_mask_loss) under context parallelism at (dp 2, cp 2) computes the one-rank run: "
+          "each cp rank's tokens carry their own share of the global count", "[np4]") {
+  const auto family = GENERATE(from_range(kLanguageModels));
+  check_layouts(family, "cp-loss-mask", {{2, 1, 1, 0, Recompute::None, false, 1, 2}}, [](Config& c) {
+    c.data.eod_token = ' ';
+    c.data.eod_mask_loss = true;
+  });
+}

@@ -2,7 +2,8 @@
 // precision/weight_grad_store.hpp) computes what 1f1b computes on the same grid: per step the
 // same loss and gradient norm within 1e-6 (only the order in which the micro-batches' weight
 // gradients are summed changes) and the same weights, at pp 2 and pp 4, with tp and sequence
-// parallelism, ZeRO 1 and 2, full recomputation, tied embeddings, and a mixture of experts over ep.
+// parallelism, ZeRO 1 and 2, full recomputation, context parallelism, tied embeddings, and a
+// mixture of experts over ep.
 #include <catch2/catch.hpp>
 
 #include "../support/training.hpp"
@@ -16,6 +17,7 @@ struct Layout {
   int dp, tp, pp, zero = 0;
   Recompute recompute = Recompute::None;
   bool sequence_parallel = false;
+  int cp = 1;
 };
 
 // c trained with 1f1b and with zb-h1 on the world: the same run, and the same weights on every rank.
@@ -34,14 +36,14 @@ void check_layouts(const std::string& name, const std::vector<Layout>& layouts) 
   CAPTURE(family);
   const auto dir = shared_dir("zero-bubble-" + name + "-" + family);
   for (const Layout& l : layouts) {
-    CAPTURE(l.dp, l.tp, l.pp, l.zero, l.recompute, l.sequence_parallel);
+    CAPTURE(l.dp, l.tp, l.pp, l.zero, l.recompute, l.sequence_parallel, l.cp);
     // 4 layers (one per stage at pp 4), 8 micro-batches of 2 per dp rank: every stage splits
     // some backwards (its first pp rank's ones, the last) and runs deferred Ws in the cooldown.
     Config base = tiny(dir, 4, 16 * l.dp);
     base.model.n_layer = 4;
     base.model.n_head = 4;  // a llama's 2 key/value heads split over tp 2
     Config c = as_family(base, family);
-    c.grid.dp = l.dp, c.grid.tp = l.tp, c.grid.pp = l.pp;
+    c.grid.dp = l.dp, c.grid.tp = l.tp, c.grid.pp = l.pp, c.grid.cp = l.cp;
     c.grid.sequence_parallel = l.sequence_parallel;
     c.optim.zero_stage = l.zero;
     c.train.recompute = l.recompute;
@@ -55,9 +57,9 @@ void check_layouts(const std::string& name, const std::vector<Layout>& layouts) 
 TEST_CASE("zb-h1 computes what 1f1b computes at pp 2", "[np2]") { check_layouts("pp2", {{1, 1, 2}}); }
 
 TEST_CASE("zb-h1 computes what 1f1b computes at pp 4, and at pp 2 with tp and sequence parallelism, ZeRO 1 and 2, "
-          "and full recomputation", "[np4]") {
+          "full recomputation, and context parallelism", "[np4]") {
   check_layouts("pp4", {{1, 1, 4}, {1, 2, 2, 0, Recompute::None, true}, {2, 1, 2, 1}, {2, 1, 2, 2},
-                        {2, 1, 2, 0, Recompute::Full}});
+                        {2, 1, 2, 0, Recompute::Full}, {1, 1, 2, 0, Recompute::None, false, 2}});
 }
 
 TEST_CASE("zb-h1 computes what 1f1b computes for a mixture of experts at (dp 2, ep 2, pp 2)", "[np4]") {
