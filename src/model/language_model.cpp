@@ -42,9 +42,22 @@ double LanguageModelPlan::score_keys(bool fused) const {
   return static_cast<double>(block_size_);
 }
 
-double LanguageModelPlan::gathered_kv_bytes(int micro_batch, double kv_width, int elem_bytes) const {
+double LanguageModelPlan::gathered_kv_bytes(int micro_batch, int elem_bytes) const {
   if (cp_size() == 1 || layout_.cp_comm != ContextExchange::Allgather) return 0.0;
-  return 2.0 * micro_batch * (static_cast<double>(block_size_) - tokens()) * kv_width / tp_size() * elem_bytes;
+  return 2.0 * micro_batch * (static_cast<double>(block_size_) - tokens()) * kv_width() / tp_size() * elem_bytes;
+}
+
+std::pair<double, double> LanguageModelPlan::context_bytes(int micro_batch, int elem_bytes) const {
+  const double cp = cp_size();
+  if (cp == 1) return {0.0, 0.0};
+  const double chunk = 2.0 * micro_batch * tokens() * kv_width() / tp_size();  // elements: k and v of T/cp tokens
+  const double again = recompute_ == Recompute::None ? 0.0 : 1.0;  // recomputation runs the exchange's forward again
+  if (layout_.cp_comm == ContextExchange::Ring) {
+    const double forward = (cp - 1) * chunk * 4;
+    return {forward, (2 * cp - 1) * chunk * 4 + again * forward};
+  }
+  const double forward = (cp - 1) * chunk * elem_bytes;
+  return {forward, (cp - 1) * chunk * 4 + again * forward};
 }
 
 std::int64_t LanguageModelPlan::layers() const {

@@ -20,16 +20,17 @@ namespace gridtrain {
 namespace {
 
 // The ZeRO formula (zero_state_bytes) for every stage next to each other, for rank 0's Ψ.
-std::string zero_table(int stage, double psi, OptimizerType type, PrecisionType weights, int dp) {
+// ranks: dp, or dp × cp (`over`), the replicas ZeRO shards over.
+std::string zero_table(int stage, double psi, OptimizerType type, PrecisionType weights, int ranks, const char* over) {
   char line[512];
   std::snprintf(line, sizeof line,
-                "ZeRO over dp = %d (Ψ = %.0f parameters on rank 0; accounting: %s), MiB per rank:\n"
+                "ZeRO over %s = %d (Ψ = %.0f parameters on rank 0; accounting: %s), MiB per rank:\n"
                 "%6s %9s %9s %9s %9s\n",
-                dp, psi, state_accounting(type, weights).c_str(), "zero", "params", "grads", "optim", "sum");
+                over, ranks, psi, state_accounting(type, weights).c_str(), "zero", "params", "grads", "optim", "sum");
   std::string text = line;
   const double mib = 1024.0 * 1024.0;
   for (int s = 0; s <= 3; ++s) {
-    const auto b = zero_state_bytes(s, psi, type, weights, dp);
+    const auto b = zero_state_bytes(s, psi, type, weights, ranks);
     std::snprintf(line, sizeof line, "%6d %9.3f %9.3f %9.3f %9.3f%s\n", s, b[0] / mib, b[1] / mib, b[2] / mib,
                   (b[0] + b[1] + b[2]) / mib,
                   s == stage ? "   <- optim.zero_stage" : "");
@@ -55,11 +56,11 @@ std::array<double, kColumns> rank_estimate(const Config& cfg, const LaunchPlan& 
   const int in_flight =
       in_flight_micro_batches(cfg.train.schedule, layout.stage, layout.stages, plan.accumulation, plan.virtual_stages);
   const double n = static_cast<double>(model.parameters()), mib = 1024.0 * 1024.0;
-  const int zero = g.dp > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard at dp = 1
+  const int zero = g.replicas() > 1 ? cfg.optim.zero_stage : 0;  // as the Reducer: nothing to shard on one replica
   const double w = zero_state_bytes(0, n, cfg.optim.type, cfg.precision.weights, 1)[0];  // unsharded
   const double units = zero == 3 ? 2 * w / model.units() : 0.0;  // stage 3: the unit in use and the next, whole
-  // Each group's parameters, gradients and optimizer state, the dense ones' over dp and the
-  // experts' over dp / ep: ZeRO 1–2 keep the whole gradients G while backward fills the buckets,
+  // Each group's parameters, gradients and optimizer state, the dense ones' over dp × cp and the
+  // experts' over dp / ep × cp: ZeRO 1–2 keep the whole gradients G while backward fills the buckets,
   // plus the reduced shard, and shard the optimizer state; stage 3 keeps shards of all three.
   const auto group_state = [&](double params, int ranks) {
     const int z = ranks > 1 ? cfg.optim.zero_stage : 0;
@@ -67,7 +68,8 @@ std::array<double, kColumns> rank_estimate(const Config& cfg, const LaunchPlan& 
     if (z == 3) return std::array<double, 3>{s[0] / ranks, s[1] / ranks, s[2] / ranks};
     return std::array<double, 3>{s[0], s[1] + (z > 0 ? s[1] / ranks : 0.0), s[2] / (z > 0 ? ranks : 1)};
   };
-  const auto dense = group_state(n - moe.expert_params, g.dp), experts = group_state(moe.expert_params, g.dp / g.ep);
+  const auto dense = group_state(n - moe.expert_params, g.replicas()),
+             experts = group_state(moe.expert_params, g.dp / g.ep * g.cp);
   const bool casts = elem == 2 && cfg.precision.weights == PrecisionType::Fp32;  // autocast's 2-byte weight copies
   std::array<double, kColumns> row = {
       n,
@@ -81,6 +83,22 @@ std::array<double, kColumns> rank_estimate(const Config& cfg, const LaunchPlan& 
       0.0};
   for (int c = 1; c + 1 < kColumns; ++c) row[kColumns - 1] += row[c];
   return row;
+}
+
+// Context parallelism's key/value traffic of stage 0's ranks (LanguageModelPlan::context_bytes).
+std::string context_line(const Config& cfg, const LaunchPlan& plan, const ModelPlan& model, int elem) {
+  if (plan.shape.cp == 1) return "";
+  const auto [forward, backward] = model.context_bytes(cfg.train.micro_batch, elem);
+  const double mib = 1024.0 * 1024.0, layers = static_cast<double>(plan.stage_layers.at(0)) * plan.virtual_stages;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "Context parallelism over cp = %d (%s): each rank holds %d of %d tokens a window; it sends %.3f MiB of "
+                "keys and values per layer and micro-batch forward, %.3f MiB backward; %.1f MiB per step on stage 0 "
+                "(%.0f layers x %d micro-batches)\n",
+                plan.shape.cp, name_of(cfg.grid.cp_comm), cfg.model.block_size / plan.shape.cp, cfg.model.block_size,
+                forward / mib, backward / mib, (forward + backward) * layers * plan.accumulation / mib, layers,
+                plan.accumulation);
+  return line;
 }
 
 }  // namespace
@@ -119,6 +137,7 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
       axes += (axes.empty() ? "" : " x ") + std::to_string(g[a.id]) + " (" + a.name +
               (a.id == AxisId::Tp && plan.sequence_parallel ? ", sequence parallel" : "") + ")";
   if (g.ep > 1) axes += ", experts over " + std::to_string(g.ep) + " (ep) inside dp";
+  if (g.cp > 1) axes += std::string(", cp_comm ") + name_of(cfg.grid.cp_comm);
   char line[512];
   std::snprintf(line, sizeof line,
                 "Dry run: %s, grid %s, micro-batch %d x %d micro-batches per step (%s), "
@@ -151,8 +170,10 @@ int dry_run(const Config& cfg, MPI_Comm world, Log& log) {
                 "Largest total over all %d ranks: %.1f MiB\nFLOPs per step: %.4g (%.4g per rank; %s)%s\n", g.size(),
                 worst, flops, flops / g.size(), model->flops_formula(),
                 redone > 0 ? fmt(", plus %.4g recomputed", redone).c_str() : "");
-  log.print(text + line + (cfg.moe.enabled() ? describe(most, cfg, g) : "") +
-            (g.dp > 1 ? zero_table(cfg.optim.zero_stage, all[0], cfg.optim.type, cfg.precision.weights, g.dp) : "") +
+  log.print(text + line + (cfg.moe.enabled() ? describe(most, cfg, g) : "") + context_line(cfg, plan, *model, elem) +
+            (g.replicas() > 1 ? zero_table(cfg.optim.zero_stage, all[0], cfg.optim.type, cfg.precision.weights, g.replicas(),
+                                            g.cp > 1 ? "dp x cp" : "dp")
+                           : "") +
             (g.dp > 1 && g.ep > 1 ? "The table shards all of Ψ over dp; the experts' state shards over dp / ep "
                                     "instead, as the per-rank estimate and the MoE line count.\n"
                                   : ""));

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "gridtrain/data/samples.hpp"
 #include "gridtrain/model/registry.hpp"
@@ -24,7 +25,7 @@ double allreduce_s(double bytes, int k, const Link& link) {
   return 2.0 * (k - 1) * link.latency_s + 2.0 * (k - 1) / k * bytes / link.bytes_per_s;
 }
 
-// A group of k ranks at stride s (the grid places tp fastest, then dp, then pp) stays in a node
+// A group of k ranks at stride s (the grid places tp fastest, then cp, dp, pp) stays in a node
 // when its s·k ranks are a whole part of one node (nodes hold ranks_per_node consecutive ranks).
 const Link& link_of(const Machine& m, int stride, int k) {
   const int span = stride * k;
@@ -33,7 +34,9 @@ const Link& link_of(const Machine& m, int stride, int k) {
 
 // This stage's part of the model without a grid (layers: per virtual stage, chunks per rank).
 ModelLayout stage_part(const Config& c, const StepLayout& l, int stage, const std::vector<int>& layers, int chunks) {
-  return stage_layout(layers, stage, chunks, nullptr, l.tp, c.grid.sequence_parallel);
+  ModelLayout part = stage_layout(layers, stage, chunks, nullptr, l.tp, c.grid.sequence_parallel);
+  part.cp_size = l.cp, part.cp_comm = c.grid.cp_comm;
+  return part;
 }
 
 // One pipeline stage's parameters on a rank: those over dp, and its experts over dp / ep.
@@ -70,19 +73,40 @@ StageParams largest_stage(const Config& c, const DataShape& d, const StepLayout&
   return psi;
 }
 
-// The token dispatch's all-to-alls on ep (consecutive dp ranks: stride tp) over M micro-batches.
+// The token dispatch's all-to-alls on ep (consecutive dp ranks: stride tp·cp) over M micro-batches.
 double all_to_all_s(const StageParams& psi, const StepLayout& l, const Machine& m, double M) {
   if (l.ep == 1) return 0.0;
-  const Link& link = link_of(m, l.tp, l.ep);
+  const Link& link = link_of(m, l.tp * l.cp, l.ep);
   return 4.0 * psi.moe.stage_layers * M * (l.ep - 1) * link.latency_s + psi.moe.all_to_all_bytes / link.bytes_per_s;
 }
 
-// The gradient exchange: dense gradients over dp; experts' over the dp / ep ranks a stride ep
-// apart (stride tp·ep). ZeRO 3 moves 3/2 the bytes.
+// The gradient exchange: dense gradients over dp × cp (stride tp); experts' over the dp / ep
+// ranks a stride ep apart (stride tp·cp·ep). ZeRO 3 moves 3/2 the bytes.
 double gradient_s(const StageParams& psi, const StepLayout& l, const Machine& m, int grad_bytes) {
   const double zero3 = l.zero == 3 ? 1.5 : 1.0;
-  return zero3 * (allreduce_s(psi.dense * grad_bytes, l.dp, link_of(m, l.tp, l.dp)) +
-                  allreduce_s(psi.expert * grad_bytes, l.dp / l.ep, link_of(m, l.tp * l.ep, l.dp / l.ep)));
+  return zero3 * (allreduce_s(psi.dense * grad_bytes, l.replicas(), link_of(m, l.tp, l.replicas())) +
+                  allreduce_s(psi.expert * grad_bytes, l.dp / l.ep, link_of(m, l.tp * l.cp * l.ep, l.dp / l.ep)));
+}
+
+// Context parallelism's key/value exchange on cp (stride tp) over M micro-batches of stage 0's
+// layers: {the transfers in all, what the attention does not hide}. The ring's cp − 1 forward
+// steps each overlap one block's attention, 4·b·(T/cp)²·C/t FLOPs (q kᵀ and the weighted sum;
+// the causal layout gives every block the same work), its backward's cp − 1 key/value steps two
+// blocks' worth, while the key/value gradients' cp hops (home included) wait alone; recomputation
+// runs the forward ring again. The all-gather runs before the attention and hides nothing.
+std::pair<double, double> context_s(const Config& c, const ModelPlan& first, const StepLayout& l, const Machine& m,
+                                    double layers, double M, int elem) {
+  if (l.cp == 1) return {0.0, 0.0};
+  const Link& link = link_of(m, l.tp, l.cp);
+  const auto [forward, backward] = first.context_bytes(c.train.micro_batch, elem);
+  const double moves = layers * M * (forward + backward) / link.bytes_per_s;
+  if (c.grid.cp_comm == ContextExchange::Allgather) return {moves, moves};
+  const double tokens = static_cast<double>(c.model.block_size) / l.cp;
+  const double block_s = 4.0 * c.train.micro_batch * tokens * tokens * c.model.n_embd / l.tp / m.flops_per_s;
+  const double steps = l.cp - 1, step_s = link.latency_s + forward / steps / link.bytes_per_s;
+  const double ring = steps * std::max(0.0, step_s - block_s);
+  const double again = c.train.recompute == Recompute::None ? 0.0 : ring;
+  return {moves, layers * M * (ring + again + steps * std::max(0.0, step_s - 2.0 * block_s) + l.cp * step_s)};
 }
 
 // The schedule's bubble over the compute (parallel/pipeline.hpp). For zb-h1 the weight
@@ -121,7 +145,7 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
                         const PredictOptions& o) {
   Prediction p;
   p.layout = l;
-  const int N = l.dp * l.tp * l.pp, b = c.train.micro_batch;
+  const int N = l.size(), b = c.train.micro_batch;
   Config run = c;  // the layout as a run would be launched: its ZeRO stage, layers split evenly
   run.optim.zero_stage = l.zero;
   run.grid.stage_layers.clear();
@@ -171,20 +195,21 @@ Prediction predict_step(const Config& c, const DataShape& data, const StepLayout
     p.tp_s = rank_layers * M * per_layer * allreduce_s(full, l.tp, link_of(m, 1, l.tp));
   }
   if (l.pp > 1) {  // between nodes, the tp ranks send a slice each (Megatron's scatter/gather), as SP does anyway
-    const Link& link = link_of(m, l.tp * l.dp, l.pp);
+    const Link& link = link_of(m, l.tp * l.cp * l.dp, l.pp);
     const double bytes = &link == &m.inter && !sp ? activation() / l.tp : activation();
     p.pp_s = 2.0 * M * v * (link.latency_s + bytes / link.bytes_per_s);  // each micro-batch passes a rank v times
   }
   p.ep_s = all_to_all_s(psi, l, m, M);
+  std::tie(p.cp_transfer_s, p.cp_s) = context_s(c, *first, l, m, rank_layers, M, act);
   p.dp_s = gradient_s(psi, l, m, o.grad_bytes);
-  p.step_s = p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.ep_s + p.dp_s;
+  p.step_s = p.compute_s + p.bubble_s + p.tp_s + p.pp_s + p.ep_s + p.cp_s + p.dp_s;
   p.items_per_s = items / p.step_s;
   p.mfu = model_flops / N / p.step_s / m.peak_flops;
   p.tflops_per_rank = flops / N / p.step_s / 1e12;
 
   // Memory: model state as ZeRO shards it, autocast's copies of fp32 weights, activations in
   // flight on stage 0.
-  const auto zero = zero_state_bytes(l.zero, psi.dense, c.optim.type, c.precision.weights, l.dp);
+  const auto zero = zero_state_bytes(l.zero, psi.dense, c.optim.type, c.precision.weights, l.replicas());
   const auto& experts = psi.moe.expert_state;  // over expert dp
   p.state_bytes = zero[0] + zero[1] + zero[2] + experts[0] + experts[1] + experts[2];
   const bool casts = act == 2 && c.precision.weights == PrecisionType::Fp32;
@@ -200,10 +225,10 @@ std::vector<Prediction> rank_layouts(const Config& c, const DataShape& data, int
   for (int tp = 1; tp <= ranks; ++tp) {
     if (ranks % tp != 0 || tp > m.ranks_per_node) continue;  // tensor parallelism inside a node
     for (int pp = 1; pp <= ranks / tp; ++pp) {
-      if ((ranks / tp) % pp != 0) continue;
-      const int dp = ranks / tp / pp;
-      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-        out.push_back(predict_step(c, data, {dp, tp, pp, zero, c.grid.ep}, m, o));
+      if ((ranks / tp) % pp != 0 || (ranks / tp / pp) % c.grid.cp != 0) continue;
+      const int dp = ranks / tp / pp / c.grid.cp;
+      for (int zero = 0; zero <= (dp * c.grid.cp > 1 ? 3 : 0); ++zero) {
+        out.push_back(predict_step(c, data, {dp, tp, pp, zero, c.grid.ep, c.grid.cp}, m, o));
       }
     }
   }
@@ -219,17 +244,17 @@ std::string format_predictions(const std::vector<Prediction>& ps, const char* it
   char line[256];
   std::string out;
   for (const AxisInfo& a : kAxes) out += right4(a.name);
-  std::snprintf(line, sizeof line, "%4s %6s %10s %9s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "zero", "m",
-                "step ms", "compute", "bubble", "tp", "pp", "ep", "dp", (std::string(item) + "s/s").c_str(), "MFU%",
+  std::snprintf(line, sizeof line, "%4s %6s %10s %9s %9s %9s %9s %9s %9s %9s %11s %6s %8s %8s %8s  %s\n", "zero", "m",
+                "step ms", "compute", "bubble", "tp", "pp", "ep", "cp", "dp", (std::string(item) + "s/s").c_str(), "MFU%",
                 "TF/rank", "state GB", "mem GiB", "");
   out += line;
   for (const auto& p : ps) {
     const auto& l = p.layout;
     for (const AxisInfo& a : kAxes) out += right4(std::to_string(l[a.id]));
     std::snprintf(line, sizeof line,
-                  "%4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.zero,
+                  "%4d %6d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %11.4g %6.1f %8.3g %8.4g %8.3g  %s\n", l.zero,
                   p.micro_batches, 1e3 * p.step_s, 1e3 * p.compute_s, 1e3 * p.bubble_s,
-                  1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.ep_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
+                  1e3 * p.tp_s, 1e3 * p.pp_s, 1e3 * p.ep_s, 1e3 * p.cp_s, 1e3 * p.dp_s, p.items_per_s, 100.0 * p.mfu, p.tflops_per_rank,
                   p.state_bytes / 1e9, p.memory_bytes / (1024.0 * 1024.0 * 1024.0), p.infeasible.c_str());
     out += line;
   }
@@ -267,14 +292,14 @@ Machine request_machine(const Config& c, const PredictRequest& r) {
 std::string csv(const std::vector<Prediction>& ps) {
   std::string out;
   for (const AxisInfo& a : kAxes) out += std::string(a.name) + ",";
-  out += "zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,ep_s,dp_s,items_per_s,mfu,tflops_per_rank,"
-                    "state_bytes,memory_bytes,infeasible\n";
+  out += "zero,micro_batches,step_s,compute_s,bubble_s,tp_s,pp_s,ep_s,cp_s,cp_transfer_s,dp_s,items_per_s,mfu,"
+         "tflops_per_rank,state_bytes,memory_bytes,infeasible\n";
   char line[512];
   for (const auto& p : ps) {
     for (const AxisInfo& a : kAxes) out += std::to_string(p.layout[a.id]) + ",";
-    std::snprintf(line, sizeof line, "%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
+    std::snprintf(line, sizeof line, "%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
                   p.layout.zero, p.micro_batches, p.step_s, p.compute_s,
-                  p.bubble_s, p.tp_s, p.pp_s, p.ep_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.state_bytes,
+                  p.bubble_s, p.tp_s, p.pp_s, p.ep_s, p.cp_s, p.cp_transfer_s, p.dp_s, p.items_per_s, p.mfu, p.tflops_per_rank, p.state_bytes,
                   p.memory_bytes, p.infeasible.c_str());
     out += line;
   }
@@ -290,10 +315,12 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
   std::vector<std::string> bad;  // every problem of the request, before any work
   if (r.ranks < 1) bad.push_back("--ranks " + std::to_string(r.ranks) + ": valid: an integer >= 1");
   const auto& L = r.layout;
+  const long long cp = cfg.grid.cp;
   const bool layout_ok = L.empty() || ((L.size() == 3 || L.size() == 4) && L[0] >= 1 && L[1] >= 1 && L[2] >= 1 &&
-                                       L[0] * L[1] * L[2] == r.ranks && (L.size() == 3 || (L[3] >= 0 && L[3] <= 3)));
+                                       cp * L[0] * L[1] * L[2] == r.ranks && (L.size() == 3 || (L[3] >= 0 && L[3] <= 3)));
   if (!layout_ok)
-    bad.push_back("--layout " + comma_list(L) + ": valid: dp,tp,pp[,zero] with each >= 1, dp·tp·pp = --ranks (" +
+    bad.push_back("--layout " + comma_list(L) + ": valid: dp,tp,pp[,zero] with each >= 1, dp·tp·pp" +
+                  (cp > 1 ? "·cp (grid.cp = " + std::to_string(cp) + ")" : "") + " = --ranks (" +
                   std::to_string(r.ranks) + ") and zero in 0..3");
   if (r.device != "cpu" && r.device != "a100" && r.device != "h100" && r.device != "h200")
     bad.push_back("--device " + r.device + ": valid: a100, h100, h200, cpu");
@@ -314,7 +341,7 @@ int predict(const Config& deck, const PredictRequest& r, MPI_Comm world, Log& lo
   const PredictOptions o{r.grad_bytes > 0 ? r.grad_bytes : weight_bytes(cfg.precision.weights)};
   std::vector<Prediction> ps;
   if (!L.empty()) {
-    const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage, cfg.grid.ep};
+    const StepLayout layout{L[0], L[1], L[2], L.size() == 4 ? L[3] : cfg.optim.zero_stage, cfg.grid.ep, cfg.grid.cp};
     ps.push_back(predict_step(cfg, data, layout, m, o));
   } else {
     ps = rank_layouts(cfg, data, r.ranks, m, o);

@@ -39,6 +39,7 @@ class GptPlan : public LanguageModelPlan {
   /// 6·N + 12·L·C·T per token (PaLM, Chowdhery et al. 2022, App. B; N excludes wpe, as nanoGPT),
   /// with N the whole model's count whatever the layout.
   double flops_per_item() const override;
+  std::int64_t kv_width() const override { return s_.n_embd; }
   int units() const override { return static_cast<int>(layers()) + 3; }  // blocks, wte, wpe, ln_f
 
  protected:

@@ -72,6 +72,16 @@ class LanguageModelPlan : public ModelPlan {
     return {micro_batch, block_size_ / (cp_size() * sequence_split()), n_embd_};
   }
   Recompute recompute() const { return recompute_; }
+  /// The width of one token's keys (and of its values) over all key/value heads: C, or Hkv·D.
+  virtual std::int64_t kv_width() const = 0;
+  /// Bytes one rank sends over cp per layer for a micro-batch of B windows: grid.cp_comm = ring
+  /// sends its fp32 key/value chunks on cp − 1 times forward, (cp − 1)/cp · 2·B·T·kv_width/t · 4,
+  /// and in backward those again and the key/value gradients cp times (home included),
+  /// (2·cp − 1)/cp · 2·B·T·kv_width/t · 4; allgather's all-gather sends (cp − 1)/cp ·
+  /// 2·B·T·kv_width/t · elem_bytes forward and its reduce-scatter that many fp32 bytes backward;
+  /// with selective or full recomputation backward also runs the forward's exchange again.
+  /// {forward, backward}; 0 without cp.
+  std::pair<double, double> context_bytes(int micro_batch, int elem_bytes) const final;
   std::int64_t block_size() const { return block_size_; }  ///< T, the context
   std::int64_t n_layer() const { return n_layer_; }         ///< L, the whole model's layers
   /// Korthikanti et al. 2022, Table 2 (with context parallelism over this rank's T/cp tokens), per layer and micro-batch in flight: none keeps
@@ -104,7 +114,7 @@ class LanguageModelPlan : public ModelPlan {
   double score_keys(bool fused) const;
   /// Bytes per layer and micro-batch of B windows that grid.cp_comm = allgather keeps beside this
   /// rank's own: the other cp ranks' keys and values, 2·B·T·(cp − 1)/cp·kv_width/t elements.
-  double gathered_kv_bytes(int micro_batch, double kv_width, int elem_bytes) const;
+  double gathered_kv_bytes(int micro_batch, int elem_bytes) const;
 
   ModelLayout layout_;
   std::int64_t n_layer_, block_size_, n_embd_, vocab_size_;

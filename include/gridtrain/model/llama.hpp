@@ -51,6 +51,7 @@ class LlamaPlan : public LanguageModelPlan {
   /// parameters with the SwiGLU and grouped-query projections, the vocabulary matrix counted once
   /// (as the head: an untied input embedding is a lookup, no multiply).
   double flops_per_item() const override;
+  std::int64_t kv_width() const override { return s_.n_kv_head * s_.head_dim(); }
   int units() const override { return static_cast<int>(layers()) + 2; }  // embedding, blocks, norm + head
 
  protected:

@@ -175,6 +175,9 @@ class ModelPlan {
   virtual double activation_bytes(int micro_batch, int elem_bytes, int in_flight) const = 0;
   /// Training FLOPs per item that train.recompute adds to flops_per_item (the forwards run again).
   virtual double recompute_flops_per_item() const { return 0.0; }
+  /// Bytes this rank sends over cp per layer and micro-batch of micro_batch samples, {forward,
+  /// backward}, its activations elem_bytes wide; {0, 0} without context parallelism.
+  virtual std::pair<double, double> context_bytes(int /*micro_batch*/, int /*elem_bytes*/) const { return {0.0, 0.0}; }
 };
 
 /// Number of elements over all parameters.

@@ -70,13 +70,14 @@ Machine device_machine(const std::string& name, PrecisionType precision, double 
 struct StepLayout : GridShape {
   int zero = 0;
   StepLayout() = default;
-  StepLayout(int dp_, int tp_, int pp_, int zero_, int ep_ = 1) : GridShape{dp_, tp_, pp_, ep_}, zero(zero_) {}
+  StepLayout(int dp_, int tp_, int pp_, int zero_, int ep_ = 1, int cp_ = 1) : GridShape{dp_, tp_, pp_, ep_, cp_}, zero(zero_) {}
 };
 
 struct Prediction {
   StepLayout layout;
   int micro_batches = 0;         ///< m
-  double compute_s = 0, bubble_s = 0, tp_s = 0, pp_s = 0, ep_s = 0, dp_s = 0;
+  double compute_s = 0, bubble_s = 0, tp_s = 0, pp_s = 0, ep_s = 0, cp_s = 0, dp_s = 0;
+  double cp_transfer_s = 0;      ///< cp's key/value transfers in all: cp_s is what the attention does not hide
   double step_s = 0;             ///< their sum
   double items_per_s = 0;        ///< tokens (or images) per second, the whole job
   double mfu = 0;                ///< model FLOPs (no recomputation) / (step · N · peak)
@@ -95,7 +96,7 @@ struct PredictOptions {
 Prediction predict_step(const Config& c, const DataShape& data, const StepLayout& layout, const Machine& m,
                         const PredictOptions& o);
 
-/// Every (dp, tp, pp, zero) with dp·tp·pp = ranks and tp inside a node, predicted; the feasible
+/// Every (dp, tp, pp, zero) with dp·cp·tp·pp = ranks (cp, ep: the deck's) and tp inside a node, predicted; the feasible
 /// ones first, by step time, then those a run would refuse (plan/launch_plan.hpp
 /// layout_problems: tp dividing n_head, pp <= n_layer, the batch split, cnn data parallel only,
 /// options that need tp = pp = 1) or that run out of memory, each with why.
@@ -109,7 +110,7 @@ std::string format_predictions(const std::vector<Prediction>& p, const char* ite
 /// `gridtrain predict`'s request .
 struct PredictRequest {
   int ranks = 0;                ///< target rank (GPU) count
-  std::vector<int> layout;      ///< dp,tp,pp[,zero] to predict alone; empty: rank every layout
+  std::vector<int> layout;      ///< dp,tp,pp[,zero] to predict alone (cp, ep: the deck's); empty: rank every layout
   std::string device = "cpu";   ///< a100 | h100 | h200 | cpu (the matmul probe on this machine)
   double achievable = 0.5;      ///< device: fraction of the datasheet peak that compute reaches
   double flops_per_s = 0;       ///< achievable FLOP/s per rank; overrides the device's or the probe's
