@@ -157,7 +157,8 @@ GptPlan::LayerActivations GptPlan::layer_activations(int micro_batch, int elem_b
   // 2 a s b keys, which fused attention and the ring never store.
   const double scores = 2.0 * H * score_keys(s_.fused_attention) / (C * t);
   return {b * T * C * scores * elem_bytes / 2.0, b * T * C * (10.0 / sequence_split() + 24.0 / t) * elem_bytes / 2.0 +
-                                                     gathered_kv_bytes(micro_batch, elem_bytes)};
+                                                     gathered_kv_bytes(micro_batch, elem_bytes),
+          ring_tile_bytes(micro_batch, H)};
 }
 
 double GptPlan::flops_per_item() const {

@@ -1,5 +1,6 @@
 #include "gridtrain/model/language_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -30,7 +31,7 @@ double LanguageModelPlan::activation_bytes(int micro_batch, int elem_bytes, int 
   // The backward of one layer's written-out softmax holds the gradients of its output and input,
   // each the size of the scores.
   const double softmax_backward = 2.0 * layer.scores;
-  double kept = layer.scores + layer.rest, redone = softmax_backward;  // per layer; at one layer's backward
+  double kept = layer.scores + layer.rest, redone = softmax_backward + layer.transient;  // per layer; at one layer's backward
   if (recompute_ == Recompute::Selective) kept = layer.rest, redone += layer.scores;
   if (recompute_ == Recompute::Full) kept = input, redone += layer.scores + layer.rest;
   const double head = last_stage() ? 8.0 * micro_batch * tokens() * vocab_size_ / tp_size() : 0.0;
@@ -45,6 +46,12 @@ double LanguageModelPlan::score_keys(bool fused) const {
 double LanguageModelPlan::gathered_kv_bytes(int micro_batch, int elem_bytes) const {
   if (cp_size() == 1 || layout_.cp_comm != ContextExchange::Allgather) return 0.0;
   return 2.0 * micro_batch * (static_cast<double>(block_size_) - tokens()) * kv_width() / tp_size() * elem_bytes;
+}
+
+double LanguageModelPlan::ring_tile_bytes(int micro_batch, double heads) const {
+  if (cp_size() == 1 || layout_.cp_comm != ContextExchange::Ring) return 0.0;
+  const double block = micro_batch * heads / tp_size() * tokens() * tokens();
+  return 4.0 * std::min(static_cast<double>(kRingTileElements), block) * 4;
 }
 
 std::pair<double, double> LanguageModelPlan::context_bytes(int micro_batch, int elem_bytes) const {

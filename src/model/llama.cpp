@@ -175,7 +175,8 @@ LlamaPlan::LayerActivations LlamaPlan::layer_activations(int micro_batch, int el
   // The 12 b T C bytes (at 2 bytes) of norms and layer inputs outside the split: split by sequence parallelism.
   return {b * T * C * scores / t * elem_bytes / 2.0,
           b * T * C * (12.0 / sequence_split() + split_part / t) * elem_bytes / 2.0 +
-              gathered_kv_bytes(micro_batch, elem_bytes)};
+              gathered_kv_bytes(micro_batch, elem_bytes),
+          ring_tile_bytes(micro_batch, H)};
 }
 
 Llama::Llama(const LlamaShape& s, const ModelLayout& layout) : LanguageModel(kBlocks, s.documents), plan_(s, layout) {

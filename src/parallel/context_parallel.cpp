@@ -1,5 +1,6 @@
 #include "gridtrain/parallel/context_parallel.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -34,6 +35,12 @@ std::pair<torch::Tensor, torch::Tensor> probabilities(const torch::Tensor& q, co
   return {torch::exp(s - lse.unsqueeze(-1)).nan_to_num(0.0), lse};  // −inf − (−inf): a row without keys
 }
 
+// Query rows per tile of a block's attention: its scores (B, H, rows, Nk) fp32 stay near
+// kRingTileElements (4 MiB), so that a block's transient memory does not grow as (T/cp)².
+std::int64_t tile_rows(const torch::Tensor& q, std::int64_t keys) {
+  return std::max<std::int64_t>(1, kRingTileElements / (q.size(0) * q.size(1) * keys));
+}
+
 // One ring step's exchange: sends `t` to the next cp rank and receives the previous one's.
 class RingStep {
  public:
@@ -66,12 +73,19 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     auto kv = torch::stack({k, v}).to(torch::kFloat);  // (2, B, Hkv, 2S, D): what travels
     auto out = torch::zeros_like(qf);
     auto lse = torch::full({q.size(0), H, q.size(2)}, kMinusInf, qf.options());
+    const std::int64_t N = q.size(2), rows = tile_rows(q, N);
     for (int s = 0; s < n; ++s) {
       std::optional<RingStep> next;
       if (s + 1 < n) next.emplace(kv, cp, s);  // the next chunks arrive while this one computes
       const auto pk = context_positions(T, source_at(s, cp), n).to(q.device());
-      const auto [p, block_lse] = probabilities(qf, expand_heads(kv[0], H), pq, pk, scale);
-      merge_attention(out, lse, torch::matmul(p, expand_heads(kv[1], H)), block_lse);
+      const auto keys = expand_heads(kv[0], H), values = expand_heads(kv[1], H);
+      for (std::int64_t i = 0; i < N; i += rows) {  // a tile of queries (B, H, r, D)
+        const auto r = std::min(rows, N - i);
+        auto o = out.narrow(2, i, r), l = lse.narrow(2, i, r);
+        const auto [p, block_lse] = probabilities(qf.narrow(2, i, r), keys, pq.narrow(0, i, r), pk, scale);
+        merge_attention(o, l, torch::matmul(p, values), block_lse);  // o in place; l a new tensor
+        lse.narrow(2, i, r).copy_(l);
+      }
       if (next) kv = next->finish();
     }
     ctx->save_for_backward({q, k, v, out, lse});
@@ -94,16 +108,23 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     auto dq = torch::zeros_like(qf);
     auto kv = torch::stack({k, v}).to(torch::kFloat);
     auto dkv = torch::zeros_like(kv);  // travels with its chunks, and home after the last step
+    const std::int64_t N = q.size(2), rows = tile_rows(q, N);
     for (int s = 0; s < n; ++s) {
       std::optional<RingStep> next;
       if (s + 1 < n) next.emplace(kv, cp, 2 * s);
       const auto keys = expand_heads(kv[0], H), values = expand_heads(kv[1], H);
       const auto pk = context_positions(T, source_at(s, cp), n).to(q.device());
-      const auto p = probabilities(qf, keys, pq, pk, scale, lse).first;
-      const auto ds = p * (torch::matmul(dout, values.transpose(-2, -1)) - delta);
-      dq += torch::matmul(ds, keys) * scale;
-      dkv += torch::stack({reduce_heads(torch::matmul(ds.transpose(-2, -1), qf) * scale, Hkv),
-                           reduce_heads(torch::matmul(p.transpose(-2, -1), dout), Hkv)});
+      auto dk = torch::zeros_like(keys), dv = torch::zeros_like(values);  // (B, H, 2S, D), summed over the tiles
+      for (std::int64_t i = 0; i < N; i += rows) {
+        const auto r = std::min(rows, N - i);
+        const auto qt = qf.narrow(2, i, r), dot = dout.narrow(2, i, r);
+        const auto p = probabilities(qt, keys, pq.narrow(0, i, r), pk, scale, lse.narrow(2, i, r)).first;
+        const auto ds = p * (torch::matmul(dot, values.transpose(-2, -1)) - delta.narrow(2, i, r));
+        dq.narrow(2, i, r) += torch::matmul(ds, keys) * scale;
+        dk += torch::matmul(ds.transpose(-2, -1), qt) * scale;
+        dv += torch::matmul(p.transpose(-2, -1), dot);
+      }
+      dkv += torch::stack({reduce_heads(dk, Hkv), reduce_heads(dv, Hkv)});
       if (n > 1) dkv = RingStep(dkv, cp, 2 * s + 1).finish();  // on to the next holder of these chunks
       if (next) kv = next->finish();
     }

@@ -53,17 +53,17 @@ TEST_CASE("context parallel: the log-sum-exp merge of blocks is one softmax over
   CHECK(max_rel(lse.masked_select(finite), want_lse.masked_select(finite)) <= 1e-6);
 }
 
-TEST_CASE("context parallel: ring attention at cp 1, 2 and 4 computes full causal attention and its gradients",
-          "[np4]") {
+TEST_CASE("context parallel: ring attention at cp 1, 2 and 4 computes full causal attention and its gradients, "
+          "its blocks whole (T 16) and in query tiles (T 1024: 8, 2 and 1 tiles of kRingTileElements scores)", "[np4]") {
   const int rank = test::world_rank();
   Axis world("world", MPI_COMM_WORLD, 60.0);
+  for (const std::int64_t T : {16, 1024})
   for (const int cp_size : {1, 2, 4})
     for (const std::int64_t kv_heads : {4, 2}) {
-      CAPTURE(cp_size, kv_heads);
+      CAPTURE(T, cp_size, kv_heads);
       const auto cp = world.split(rank / cp_size, rank, "cp");
-      // The whole sequence, the same on every rank: B 2, H 4, T 16, D 8.
+      // The whole sequence, the same on every rank: B 2, H 4, T, D 8.
       torch::manual_seed(17);
-      const std::int64_t T = 16;
       const auto q = torch::randn({2, 4, T, 8}, torch::requires_grad()), k = torch::randn({2, kv_heads, T, 8}, torch::requires_grad()),
                  v = torch::randn({2, kv_heads, T, 8}, torch::requires_grad()), upstream = torch::randn({2, 4, T, 8});
       const double scale = 1.0 / std::sqrt(8.0);

@@ -101,6 +101,7 @@ class LanguageModelPlan : public ModelPlan {
   /// fused attention, which never stores them), and the rest.
   struct LayerActivations {
     double scores, rest;
+    double transient = 0;  ///< built and freed inside one layer's backward (ring attention's tiles)
   };
   virtual LayerActivations layer_activations(int micro_batch, int elem_bytes) const = 0;
   /// The ranks the sequence is split over between the tensor-parallel layers: t with sequence
@@ -115,6 +116,10 @@ class LanguageModelPlan : public ModelPlan {
   /// Bytes per layer and micro-batch of B windows that grid.cp_comm = allgather keeps beside this
   /// rank's own: the other cp ranks' keys and values, 2·B·T·(cp − 1)/cp·kv_width/t elements.
   double gathered_kv_bytes(int micro_batch, int elem_bytes) const;
+  /// Ring attention's backward holds about four fp32 score tiles of a block at a time (the scores,
+  /// their probabilities, dS and dO·Vᵀ), each min(kRingTileElements, B·H/t·(2·S)²) elements; 0
+  /// without the ring. heads: the model's H.
+  double ring_tile_bytes(int micro_batch, double heads) const;
 
   ModelLayout layout_;
   std::int64_t n_layer_, block_size_, n_embd_, vocab_size_;

@@ -23,6 +23,10 @@
 
 namespace gridtrain {
 
+/// Scores per query tile of ring attention's blocks, (B, H, rows, 2·S) ≈ this many fp32 elements
+/// (4 MiB): a block's transient memory stays bounded whatever T/cp is.
+inline constexpr std::int64_t kRingTileElements = std::int64_t{1} << 20;
+
 /// The global positions (2·S,) int64 of the tokens cp rank `rank` of `cp` holds in the
 /// load-balanced layout of a sequence of T = 2·cp·S: chunks rank and 2·cp − 1 − rank, in order.
 torch::Tensor context_positions(std::int64_t T, int rank, int cp);
