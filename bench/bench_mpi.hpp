@@ -1,5 +1,6 @@
-// What the MPI benchmarks share: start-up with a usage check, a median timer, and dropping a
-// file's pages from the page cache so that the next read comes from the disk.
+// What the MPI benchmarks share: start-up with a usage check, a median timer, the largest value
+// over the ranks, and dropping a file's pages from the page cache so that the next read comes
+// from the disk.
 #pragma once
 #include <fcntl.h>
 #include <unistd.h>
@@ -36,6 +37,18 @@ inline World start(int& argc, char**& argv, int min_argc, const char* usage) {
   return w;
 }
 
+/// The median of v (the upper one of an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// v's largest value over the ranks of MPI_COMM_WORLD (collective).
+inline double max_over_ranks(double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
+
 /// Median seconds of `run` over enough repetitions for ~0.2 s (3 to 50), each timed from a
 /// barrier to the slowest rank's end.
 template <class F>
@@ -47,13 +60,11 @@ double time_it(F&& run) {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = Clock::now();
     run();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double dt = max_over_ranks(std::chrono::duration<double>(Clock::now() - t0).count());
     times.push_back(dt);
     total += dt;
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median(times);
 }
 
 /// Writes back and drops path's cached pages (posix_fadvise DONTNEED).

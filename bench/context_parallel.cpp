@@ -14,7 +14,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -32,6 +31,8 @@
 
 using namespace gridtrain;
 using gridtrain::bench::CountingAllocator;
+using gridtrain::bench::max_over_ranks;
+using gridtrain::bench::median;
 
 namespace {
 
@@ -46,23 +47,12 @@ struct Mode {
   std::vector<double> seconds = {};
 };
 
-double max_over_ranks(double v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const auto world = bench::start(argc, argv, 8, "mpiexec -n CP bench_context_parallel TYPE N_LAYER T C HEADS B ROUNDS");
   if (!world.ok) return 2;
-  static CountingAllocator counting(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(&counting, /*priority=*/100);
+  CountingAllocator& counting = bench::counting_cpu_allocator();
   {
     const int B = std::atoi(argv[6]), rounds = std::atoi(argv[7]), n = world.size, T = std::atoi(argv[3]);
     Axis cp("cp", MPI_COMM_WORLD);
@@ -100,14 +90,10 @@ int main(int argc, char** argv) {
       for (auto& m : modes) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (!m.model) continue;
-        counting.reset();
-        const auto before = counting.now();
         const auto sent = cp.bytes_sent();
-        const auto t0 = std::chrono::steady_clock::now();
-        m.model->loss(m.ids, m.targets).backward();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        m.seconds.push_back(m.everyone ? max_over_ranks(s) : s);
-        m.measured = std::max(m.measured, static_cast<double>(counting.peak() - before));
+        const auto run = bench::measure(counting, [&] { m.model->loss(m.ids, m.targets).backward(); });
+        m.seconds.push_back(m.everyone ? max_over_ranks(run.seconds) : run.seconds);
+        m.measured = std::max(m.measured, run.peak_bytes);
         m.sent = static_cast<double>(cp.bytes_sent() - sent);
       }
     for (auto& m : modes)

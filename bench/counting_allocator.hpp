@@ -2,6 +2,7 @@
 // memory benchmarks (install it before the first tensor is made, with c10::SetCPUAllocator at a
 // priority above the default's).
 #pragma once
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 
@@ -39,5 +40,28 @@ class CountingAllocator final : public c10::Allocator {
   c10::Allocator* base_;
   std::atomic<std::int64_t> now_{0}, peak_{0};
 };
+
+/// The counting allocator, installed as LibTorch's CPU allocator on the first call (which must
+/// come before the first tensor is made).
+inline CountingAllocator& counting_cpu_allocator() {
+  static CountingAllocator counting(c10::GetCPUAllocator());
+  static const bool installed = (c10::SetCPUAllocator(&counting, /*priority=*/100), true);
+  (void)installed;
+  return counting;
+}
+
+/// One run of `step`: its seconds, and the peak bytes it held above what was held before it.
+struct Measured {
+  double seconds, peak_bytes;
+};
+template <class F>
+Measured measure(CountingAllocator& counting, F&& step) {
+  counting.reset();
+  const auto before = counting.now();
+  const auto t0 = std::chrono::steady_clock::now();
+  step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {s, static_cast<double>(counting.peak() - before)};
+}
 
 }  // namespace gridtrain::bench
