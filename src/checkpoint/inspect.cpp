@@ -30,7 +30,7 @@ int inspect_checkpoint(const std::string& path, Log& log) {
     header = "Checkpoint " + path + "\n  format version " + std::to_string(h5_read_attr_int(root, "version")) +
              ", written by " + h5_read_attr_string(root, "created_by") + "\n  step " +
              std::to_string(h5_read_attr_int(root, "step")) + ", tokens seen " +
-             std::to_string(h5_read_attr_int(root, "tokens_seen")) + ", grid (dp,tp,pp) = " +
+             std::to_string(h5_read_attr_int(root, "tokens_seen")) + ", grid (dp,tp,pp,ep,cp) = " +
              h5_read_attr_string(root, "grid") + "\n";
     if (h5_has_attr(root, "run_id")) header += "  run " + h5_read_attr_string(root, "run_id");
     if (h5_has_attr(root, "branched_from")) {  // "<run_id>@<step>"
