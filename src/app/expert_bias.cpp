@@ -4,7 +4,7 @@
 
 namespace gridtrain {
 
-ExpertBias::ExpertBias(const FixContext& ctx) : dp_(ctx.grid.dp()), rate_(ctx.cfg.moe.expert_bias_rate) {
+ExpertBias::ExpertBias(const FixContext& ctx) : dp_(ctx.grid.dp_cp()), rate_(ctx.cfg.moe.expert_bias_rate) {
   for (const auto& b : ctx.model.named_buffers(true)) {
     if (b.key().ends_with(".gate.e_score_correction_bias")) biases_.push_back(b.value());
     if (b.key().ends_with(".gate.tokens_per_expert")) counts_.push_back(b.value());

@@ -113,9 +113,13 @@ double LanguageModel::items(const torch::Tensor& targets) const {
 
 torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& targets) {
   auto sum = per_token_loss(hidden, targets).sum();
+  if (!routers_.enabled()) return sum;
+  // Under cp the routers' sums of the whole sequences, each cp rank's loss weighing its share of
+  // the tokens (their sum over cp is the one-rank term).
+  if (Axis* cp = language_plan().context().cp) routers_.combine([cp](const torch::Tensor& s) { return sum_over_context(s, *cp); });
   // The balancing losses weigh as the micro-batch's tokens do, so that the step's mean over its
   // tokens (every layout divides by the same count) is their token-weighted mean over micro-batches.
-  return routers_.enabled() ? sum + routers_.loss() * items(targets) : sum;
+  return sum + routers_.loss() * items(targets);
 }
 
 torch::Tensor LanguageModel::head_sums(const torch::Tensor& hidden, const torch::Tensor& targets) {

@@ -155,7 +155,26 @@ struct AllGatherKv : torch::autograd::Function<AllGatherKv> {
   }
 };
 
+// x summed over the axis, out of place, fp32.
+torch::Tensor summed(const torch::Tensor& x, Axis& cp, const char* label) {
+  auto y = x.to(torch::kFloat).contiguous().clone();
+  cp.allreduce_sum(y.data_ptr<float>(), static_cast<std::size_t>(y.numel()), label).wait();
+  return y;
+}
+
+struct SumOverContext : torch::autograd::Function<SumOverContext> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::int64_t axis) {
+    ctx->saved_data["axis"] = axis;
+    return summed(x, axis_from(axis), "context parallel sums");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    return {summed(g[0], axis_of(ctx), "context parallel sums' gradient"), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor sum_over_context(const torch::Tensor& x, Axis& cp) { return SumOverContext::apply(x, axis_handle(cp)); }
 
 torch::Tensor context_positions(std::int64_t T, int rank, int cp) {
   const std::int64_t S = T / (2 * cp);

@@ -9,6 +9,7 @@
 #include "gridtrain/model/registry.hpp"
 #include "gridtrain/parallel/pipeline.hpp"
 #include "gridtrain/util/error.hpp"
+#include "gridtrain/util/log.hpp"
 
 namespace gridtrain {
 namespace {
@@ -68,9 +69,10 @@ void check_context(const Config& c, const GridShape& s, bool sequence_parallel, 
       out.push_back(std::string(key) + " = true with " + cp + ": a document's mask and positions span the chunks "
                     "of other cp ranks, which context parallelism does not exchange; valid: " + key +
                     " = false (data.eod_mask_loss works), or grid.cp = 1");
-  if (c.moe.enabled())
-    out.push_back(cp + " with moe.experts = " + std::to_string(c.moe.experts) + ": the routers' balancing losses "
-                  "would see each cp rank's part of a sequence alone; valid: grid.cp = 1 for MoE models");
+  if (c.moe.enabled() && c.moe.capacity_factor > 0)
+    out.push_back(cp + " with moe.capacity_factor = " + fmt("%g", c.moe.capacity_factor) + ": each expert's "
+                  "capacity would count one cp rank's part of a micro-batch, so tokens would drop as no other layout "
+                  "drops them; valid: moe.capacity_factor = 0 (dropless), or grid.cp = 1");
 }
 
 void check_model(const Config& c, LaunchPlan& plan, Problems& out) {

@@ -22,9 +22,10 @@ MoeCosts moe_costs(const Config& c, const GridShape& g, const ModelLayout& layou
   m.active_params = whole_params - layers * (E - k) * per_expert;
   m.expert_params = here * (E / g.ep) * per_expert / g.tp;  // expert tensor parallelism splits each
   m.stage_layers = here;
-  const int zero = g.dp / g.ep > 1 ? c.optim.zero_stage : 0;  // as the Reducer: one rank has nothing to shard
-  m.expert_state = zero_state_bytes(zero, m.expert_params, c.optim.type, c.precision.weights, g.dp / g.ep);
-  const double rows = static_cast<double>(c.train.micro_batch) * c.model.block_size * k;
+  const int replicas = g.dp / g.ep * g.cp;  // expert dp × cp
+  const int zero = replicas > 1 ? c.optim.zero_stage : 0;  // as the Reducer: one rank has nothing to shard
+  m.expert_state = zero_state_bytes(zero, m.expert_params, c.optim.type, c.precision.weights, replicas);
+  const double rows = static_cast<double>(c.train.micro_batch) * c.model.block_size / g.cp * k;  // this rank's tokens
   m.all_to_all_bytes = 4.0 * here * accumulation * rows * C * elem * (g.ep - 1) / g.ep;
   return m;
 }

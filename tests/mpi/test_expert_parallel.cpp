@@ -333,3 +333,29 @@ TEST_CASE("expert parallelism on 8 ranks: (dp 4, ep 2, tp 2), (dp 4, ep 4, pp 2)
     }
   }
 }
+
+TEST_CASE("context parallelism with experts: (dp 2, cp 2, ep 2), (cp 2, pp 2), (cp 2, tp 2) and the sigmoid router "
+          "with expert bias at (dp 2, cp 2) train as one rank: the routers' balancing sums and loads cover whole "
+          "sequences", "[np4]") {
+  const auto dir = shared_dir("moe-cp");
+  struct Layout {
+    int dp, ep, tp, pp;
+    bool bias;
+  };
+  for (const Layout l : {Layout{2, 2, 1, 1, false}, Layout{1, 1, 1, 2, false}, Layout{1, 1, 2, 1, false},
+                         Layout{2, 1, 1, 1, true}}) {
+    CAPTURE(l.dp, l.ep, l.tp, l.pp, l.bias);
+    auto deck = [&](int dp) {
+      Config c = moe_llama(dir, 5, dp);
+      if (l.bias) c.moe.router = MoeRouter::Sigmoid, c.moe.expert_bias_rate = 1e-3;
+      return c;
+    };
+    QuietTrainer one(deck(1), MPI_COMM_SELF);
+    const RunResult want = one.run();
+    Config c = deck(l.dp);
+    c.grid.cp = 2, c.grid.ep = l.ep, c.grid.tp = l.tp, c.grid.pp = l.pp;
+    QuietTrainer t(c);
+    check_same_run(t.run(), want, 1e-5);
+    if (l.pp == 1 && l.tp == 1 && l.ep == 1) CHECK(rel_diff(t.model(), one.model()) <= 1e-5);  // the whole model here
+  }
+}

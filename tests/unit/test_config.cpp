@@ -105,7 +105,10 @@ TEST_CASE("context parallelism: grid.cp counts in the world, and what it cannot 
   Config cnn = parse_config("[grid]\ncp = 2\n[model]\ntype = cnn\n", "deck", {});
   CHECK_THROWS_WITH(plan_launch(cnn, 2, false), Catch::Contains("model.type = cnn has none; valid: grid.cp = 1"));
   Config moe = parse_config("[grid]\ncp = 2\n[model]\ntype = llama\n[moe]\nexperts = 4\n", "deck", {});
-  CHECK_THROWS_WITH(plan_launch(moe, 2, false), Catch::Contains("grid.cp = 2 with moe.experts = 4"));
+  CHECK_NOTHROW(plan_launch(moe, 2, false));  // dropless experts: the routers' sums add over cp
+  moe.moe.capacity_factor = 1.25;
+  CHECK_THROWS_WITH(plan_launch(moe, 2, false), Catch::Contains("grid.cp = 2 with moe.capacity_factor = 1.25") &&
+                                                    Catch::Contains("valid: moe.capacity_factor = 0 (dropless)"));
 }
 
 TEST_CASE("the interleaved schedule is refused by name where it cannot run", "[config]") {

@@ -3,7 +3,7 @@
 // b (E,) (model/router.hpp) moves by
 //     b_e ← b_e + γ · sign(c̄ − c_e),
 // c_e the slots the router sent to expert e over the step's global batch (its micro-batches,
-// summed over the data-parallel ranks, which see different tokens; tp ranks see the same), c̄
+// summed over the dp × cp ranks, which see different tokens; tp ranks see the same), c̄
 // their mean over e, γ = moe.expert_bias_rate. Every replica applies the same sums, so the
 // biases stay equal without averaging. A step that does not update (skipped, retried) leaves b
 // as it was and forgets its counts. The biases are checkpointed with the model (Model::kept_state).

@@ -96,6 +96,9 @@ class RouterLog {
   /// The sums through this stage so far, (width(),) fp32 (gradient: through S and Z). Undefined
   /// before start().
   const torch::Tensor& sums() const { return sums_; }
+  /// Replaces the sums by over(sums): with context parallelism their sum over the cp ranks, so
+  /// that the balancing losses see the micro-batch's whole sequences.
+  void combine(const std::function<torch::Tensor(const torch::Tensor&)>& over) { sums_ = over(sums_); }
   /// Switch Transformer's load-balancing loss, E · Σ_e f_e · P_e, with f_e = C_e / R the top-k
   /// selections of expert e per token and P_e = S_e / R its mean router probability, both over
   /// all layers' tokens (transformers' load_balancing_loss_func): k at perfect balance

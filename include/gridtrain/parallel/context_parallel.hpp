@@ -54,6 +54,12 @@ torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, con
 /// cp; throws CommTimeout past the axis's timeout.
 std::pair<torch::Tensor, torch::Tensor> all_gather_kv(const torch::Tensor& k, const torch::Tensor& v, Axis& cp);
 
+/// x (fp32) summed over cp, on every cp rank. Differentiable: each rank's loss of the sum reaches
+/// every rank's x, so backward sums the gradients over cp as well (Megatron's all-reduce over the
+/// tp-cp group for the MoE routers' statistics). Collective over cp; throws CommTimeout past the
+/// axis's timeout.
+torch::Tensor sum_over_context(const torch::Tensor& x, Axis& cp);
+
 /// Where context parallelism meets a language model's layers: the cp axis its sequences are split
 /// over (null: each sequence whole on this rank) and how attention reaches the other chunks.
 struct CpRegion {
