@@ -116,7 +116,8 @@ torch::Tensor LanguageModel::head_loss_sum(const torch::Tensor& hidden, const to
   if (!routers_.enabled()) return sum;
   // Under cp the routers' sums of the whole sequences, each cp rank's loss weighing its share of
   // the tokens (their sum over cp is the one-rank term).
-  if (Axis* cp = language_plan().context().cp) routers_.combine([cp](const torch::Tensor& s) { return sum_over_context(s, *cp); });
+  if (Axis* cp = language_plan().context().cp)
+    routers_.combine([cp](const torch::Tensor& s) { return sum_over_context(s, *cp); });
   // The balancing losses weigh as the micro-batch's tokens do, so that the step's mean over its
   // tokens (every layout divides by the same count) is their token-weighted mean over micro-batches.
   return sum + routers_.loss() * items(targets);
