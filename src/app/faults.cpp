@@ -1,24 +1,38 @@
 #include "gridtrain/app/faults.hpp"
 
+#include <csignal>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <new>
 #include <thread>
 
+#include "gridtrain/checkpoint/checkpointer.hpp"
 #include "gridtrain/comm/axis.hpp"
 
 namespace gridtrain {
 
 bool Faults::wanted(const Config::Debug& debug) {
-  return debug.stall_rank >= 0 || debug.nonfinite != NonfiniteFault::None || debug.alloc_limit_mb > 0;
+  return debug.stall_rank >= 0 || debug.nonfinite != NonfiniteFault::None || debug.alloc_limit_mb > 0 ||
+         debug.kill_rank >= 0 || debug.slow_rank >= 0;
 }
 
-Faults::Faults(const Config::Debug& debug, Axis& world, std::function<double()> step_bytes)
-    : d_(debug), world_(world), rank_(world.rank()), step_bytes_(std::move(step_bytes)) {}
+Faults::Faults(const Config::Debug& debug, Axis& world, std::function<double()> step_bytes, Checkpointer& checkpointer)
+    : d_(debug), world_(world), rank_(world.rank()), step_bytes_(std::move(step_bytes)), checkpointer_(checkpointer) {}
 
 void Faults::step_begin(long long s) {
+  if (first_step_ < 0) first_step_ = s;
   if (s == 1 && rank_ == d_.stall_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.stall_s));
+  if (rank_ == d_.slow_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.slow_s));
+  const bool victim = rank_ == d_.kill_rank || (d_.kill_partner && d_.kill_rank >= 0 && rank_ == checkpointer_.partner_rank(d_.kill_rank));
+  if (victim && s == d_.kill_step && first_step_ == 0) {
+    if (d_.kill_memory) checkpointer_.drop_local_parts();
+    std::fprintf(stderr, "debug.kill_rank: rank %d kills itself with SIGKILL after step %lld%s\n", rank_, s,
+                 d_.kill_memory ? ", its node's local parts deleted" : "");
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
 }
 
 void Faults::before_forward(long long) {

@@ -10,7 +10,7 @@ namespace gridtrain {
 
 std::vector<std::unique_ptr<Fix>> make_fixes(const FixContext& ctx) {
   std::vector<std::unique_ptr<Fix>> fixes;
-  if (Faults::wanted(ctx.cfg.debug)) fixes.push_back(std::make_unique<Faults>(ctx.cfg.debug, ctx.grid.world(), ctx.step_bytes));
+  if (Faults::wanted(ctx.cfg.debug)) fixes.push_back(std::make_unique<Faults>(ctx.cfg.debug, ctx.grid.world(), ctx.step_bytes, ctx.checkpointer));
   if (ctx.cfg.sparsity.enabled()) fixes.push_back(std::make_unique<SparsityFix>(ctx));
   if (ctx.cfg.moe.enabled()) fixes.push_back(std::make_unique<RouterStats>(ctx));
   if (ctx.cfg.moe.expert_bias_rate > 0) fixes.push_back(std::make_unique<ExpertBias>(ctx));

@@ -36,7 +36,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
                                        plan_.accumulation, log_);
   describe_setup();
   // ZeRO stage 3 loads each rank's pieces straight into its shards: nothing is gathered.
-  if (auto path = checkpointer_->resume_path()) {
+  if (auto path = checkpointer_->resume_path(*model_, *optimizer_)) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
     start_step_ = thermo_step_ = at.step;
     sample_index_ = at.sample_index;
@@ -258,7 +258,7 @@ RunResult Trainer::run() {
     if (checkpointer_->due(s + 1) || (stop && checkpointer_->enabled())) {
       TrainState state = guard_->state();
       for (auto& entry : samples_->state()) state.push_back(std::move(entry));
-      checkpointer_->save(s + 1, sample_index_, samples_->epoch(sample_index_), *model_, *optimizer_, state);
+      checkpointer_->save(s + 1, sample_index_, samples_->epoch(sample_index_), *model_, *optimizer_, state, stop);
     }
     timer_.stamp(Section::Checkpoint);
     if (stop) {

@@ -94,6 +94,7 @@ Checkpointer::Impl::Impl(const Config& cfg, Grid& grid, Log& log, CorpusId corpu
   }
   MPI_Comm_dup(grid.comm(), &io_comm_);
   MPI_Comm_dup(grid.comm(), &agree_comm_);
+  if (local_enabled()) place_ranks();
   if (cfg.checkpoint.async) {
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
@@ -105,14 +106,18 @@ Checkpointer::Impl::Impl(const Config& cfg, Grid& grid, Log& log, CorpusId corpu
 
 Checkpointer::Impl::~Impl() {
   if (writer_.joinable()) writer_.join();
+  for (MPI_Comm* c : {&local_comm_, &node_comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   MPI_Comm_free(&agree_comm_);
   MPI_Comm_free(&io_comm_);
 }
 
-bool Checkpointer::Impl::due(long long step) const {
+bool Checkpointer::Impl::file_due(long long step) const {
   if (!enabled()) return false;
   return step == cfg_.train.steps || (cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0);
 }
+
+bool Checkpointer::Impl::due(long long step) const { return file_due(step) || local_due(step); }
 
 long long Checkpointer::Impl::next_due(long long step) const {
   if (!enabled() || step >= cfg_.train.steps) return 0;
@@ -187,7 +192,7 @@ void Checkpointer::Impl::ignore_state(const std::string& group, std::string note
 }
 
 void Checkpointer::Impl::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model,
-                        Optimizer& opt, const TrainState& train) {
+                        Optimizer& opt, const TrainState& train, bool stopping) {
   const Stopwatch clock;
   join_writer();  // one write in flight at a time
   // Reuse the previous snapshot's buffers: after the first save, the copy allocates nothing.
@@ -205,10 +210,19 @@ void Checkpointer::Impl::save(long long step, std::uint64_t sample_index, std::u
   snap->theirs.clear();
   snap->final_path = file_name(step);
   snap->tmp_path = snap->final_path + ".tmp";
+  // A run that stops writes checkpoint.dir: a requeued job may start on other nodes.
+  const bool local = local_due(step), files = enabled() && (stopping || file_due(step));
+  if (local) snapshot_local(*snap, model, opt);
+  if (files) snapshot_files(*snap, model, opt);
+  launch(snap, local, files);
+  stall_s_ += clock.seconds();
+}
+
+void Checkpointer::Impl::snapshot_files(Snapshot& snap, Model& model, Optimizer& opt) {
   std::size_t count = 0;
   auto slot = [&]() -> Snapshot::Tensor& {
-    if (count == snap->tensors.size()) snap->tensors.emplace_back();
-    return snap->tensors[count++];
+    if (count == snap.tensors.size()) snap.tensors.emplace_back();
+    return snap.tensors[count++];
   };
   // Each tensor is written once, by the stage that owns it, every tp rank its shard (replicated
   // tensors: tp rank 0): a whole tensor by dp rank 0, a ZeRO-sharded one by every dp rank its
@@ -251,18 +265,21 @@ void Checkpointer::Impl::save(long long step, std::uint64_t sample_index, std::u
   }
   auto rng = at::detail::getDefaultCPUGenerator().get_state();
   add_row("/rng/cpu", DType::U8, rng.data_ptr<std::uint8_t>(), static_cast<hsize_t>(rng.numel()));
-  snap->tensors.resize(count);
-  launch(snap);
-  stall_s_ += clock.seconds();
+  snap.tensors.resize(count);
 }
 
-void Checkpointer::Impl::launch(const std::shared_ptr<Snapshot>& snap) {
-  ++saves_;
+void Checkpointer::Impl::launch(const std::shared_ptr<Snapshot>& snap, bool local, bool files) {
+  saves_ += files;
+  local_saves_ += local;
   pending_ = snap;
-  if (!cfg_.checkpoint.async) return write(*snap);
-  writer_ = std::thread([this, snap] {
+  auto both = [this, snap, local, files] {
+    if (local) write_local(*snap);
+    if (files) write(*snap);
+  };
+  if (!cfg_.checkpoint.async) return both();
+  writer_ = std::thread([both] {
     try {
-      write(*snap);
+      both();
     } catch (const std::exception& e) {  // a failed background write is a fault on this rank
       abort_job("checkpoint write failed: " + std::string(e.what()));
     }
@@ -435,11 +452,13 @@ bool Checkpointer::enabled() const { return impl_->enabled(); }
 bool Checkpointer::due(long long step) const { return impl_->due(step); }
 long long Checkpointer::next_due(long long step) const { return impl_->next_due(step); }
 void Checkpointer::save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,
-                        const TrainState& train) {
-  impl_->save(step, sample_index, epoch, model, opt, train);
+                        const TrainState& train, bool stopping) {
+  impl_->save(step, sample_index, epoch, model, opt, train, stopping);
 }
 void Checkpointer::wait() { impl_->wait(); }
-std::optional<std::string> Checkpointer::resume_path() { return impl_->resume_path(); }
+std::optional<std::string> Checkpointer::resume_path(Model& model, Optimizer& opt) {
+  return impl_->resume_path(model, opt);
+}
 ResumePoint Checkpointer::load(const std::string& path, Model& model, Optimizer& opt) {
   return impl_->load(path, model, opt);
 }
@@ -457,7 +476,13 @@ void Checkpointer::add_state(const std::string& group, const std::vector<NamedPa
 void Checkpointer::ignore_state(const std::string& group, std::string note) {
   impl_->ignore_state(group, std::move(note));
 }
+void Checkpointer::drop_local_parts() { impl_->drop_local_parts(); }
+int Checkpointer::partner_rank(int rank) const {
+  return impl_->partner_ ? partner_of(rank, impl_->grid_.shape().size(), impl_->ranks_per_node_) : -1;
+}
 int Checkpointer::saves() const { return impl_->saves_; }
+int Checkpointer::local_saves() const { return impl_->local_saves_; }
+double Checkpointer::local_write_s() const { return impl_->local_write_s_; }
 double Checkpointer::stall_s() const { return impl_->stall_s_; }
 double Checkpointer::drain_s() const { return impl_->drain_s_; }
 double Checkpointer::write_s() const { return impl_->write_s_; }

@@ -12,8 +12,10 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include "gridtrain/checkpoint/checkpoint_dir.hpp"
 #include "gridtrain/checkpoint/checkpoint_file.hpp"
 #include "gridtrain/checkpoint/checkpointer.hpp"
+#include "gridtrain/checkpoint/local_part.hpp"
 #include "gridtrain/checkpoint/tokenizer_record.hpp"
 #include "gridtrain/comm/agree.hpp"
 #include "gridtrain/data/sampler.hpp"  // kSampleOrder, which /data records
@@ -33,9 +35,9 @@ struct Checkpointer::Impl {
   bool due(long long step) const;
   long long next_due(long long step) const;
   void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,
-            const TrainState& train);
+            const TrainState& train, bool stopping);
   void wait();
-  std::optional<std::string> resume_path();
+  std::optional<std::string> resume_path(Model& model, Optimizer& opt);
   ResumePoint load(const std::string& path, Model& model, Optimizer& opt);
   void load_weights(const std::string& path, Model& model, Optimizer& opt);
   void use_parameter_pieces(const std::vector<NamedParameter>& pieces);
@@ -62,8 +64,12 @@ struct Checkpointer::Impl {
   /// The first n elements of local, row-major: what a selection of n elements holds (padding rows
   /// come last).
   static torch::Tensor leading(const torch::Tensor& local, std::size_t n);
+  bool file_due(long long step) const;  // a checkpoint into checkpoint.dir is due after step
+  /// save()'s copy of the tensors each rank writes into the file (Snapshot::tensors).
+  void snapshot_files(Snapshot& snap, Model& model, Optimizer& opt);
   void write(const Snapshot& snap);  // collective over io_comm_, then commit on rank 0
-  void launch(const std::shared_ptr<Snapshot>& snap);  // write it, on the writer thread when async
+  /// Writes snap's levels (local, then the file), on the writer thread when async.
+  void launch(const std::shared_ptr<Snapshot>& snap, bool local, bool files);
   /// Runs fn and agrees on its success over agree_comm_ under comm.timeout_s, watched by the
   /// watchdog; a rank that does not get past it in time aborts the job with `where` and what
   /// abandon(stuck = true) (cleanup, returning text to add) says. Returns the agreed failure.
@@ -103,6 +109,31 @@ struct Checkpointer::Impl {
   void join_writer();
   std::string file_name(long long step) const;
 
+  // The local levels (checkpointer_local.cpp, checkpointer_local_load.cpp; local_part.hpp): each
+  // rank's part in node memory and its partner's copy of it, every checkpoint.local_interval steps.
+  bool local_enabled() const { return cfg_.checkpoint.local_interval > 0; }
+  bool local_due(long long step) const;
+  /// Where ranks sit: node_comm_, node_of_, ranks_per_node_ and whether partner copies are kept
+  /// (they are not where a rank's partner shares its node). Collective; logs what it decided.
+  void place_ranks();
+  /// What a part must share with this run to be restored into it: the grid, every tensor's name
+  /// and global shape, the ZeRO stage, the seed, the optimizer and the corpus (a digest).
+  std::string fingerprint(Model& model, Optimizer& opt);  // computed once: fingerprint_
+  /// save()'s copy of this rank's whole state into local_image_ (the stall of a local level).
+  void snapshot_local(const Snapshot& snap, Model& model, Optimizer& opt);
+  /// Writes local_image_ as this rank's own part, exchanges it with the partners and keeps the
+  /// copy it receives, then deletes this rank's files of older local steps (writer thread).
+  void write_local(const Snapshot& snap);
+  void prune_local(const std::string& run_id);
+  void drop_local_parts();  // Checkpointer::drop_local_parts
+  /// The newest local step, of the lineage the resume resolution continues (fs: its choice),
+  /// for which every rank's part is at some level and verified, if newer than fs; logs why not
+  /// otherwise. Collective.
+  std::optional<std::string> choose_local(const std::optional<ResumeChoice>& fs, Model& model, Optimizer& opt);
+  /// Restores local_choice_ into model and opt (each part read where it is and sent to its rank).
+  ResumePoint load_local(Model& model, Optimizer& opt);
+  void restore_part(const PartImage& part, const std::vector<Entry>& tensors, Optimizer& opt);
+
   Config cfg_;
   Grid& grid_;
   Log& log_;
@@ -126,8 +157,26 @@ struct Checkpointer::Impl {
   std::map<std::string, std::string> state_missing_;  // add_state's groups: the error for a file without one
   std::map<std::string, std::string> state_unused_;   // ignore_state's groups: the note for a file with one
   std::map<std::string, NamedParameter> parameter_pieces_;  // ZeRO stage 3, by parameter name
-  int saves_ = 0;
-  double stall_s_ = 0, drain_s_ = 0, write_s_ = 0;
+  int saves_ = 0, local_saves_ = 0;
+  double stall_s_ = 0, drain_s_ = 0, write_s_ = 0, local_write_s_ = 0;
+
+  MPI_Comm local_comm_ = MPI_COMM_NULL;  // dup of the grid communicator: the partner exchange, the local phases
+  MPI_Comm node_comm_ = MPI_COMM_NULL;   // the ranks that share this rank's node (and its local_dir)
+  std::vector<int> node_of_;             // each world rank's node (the lowest world rank on it)
+  int ranks_per_node_ = 1;
+  bool partner_ = false;                 // partner copies are written
+  std::filesystem::path local_dir_;      // checkpoint.local_dir resolved
+  std::string fingerprint_;
+  std::string checkpoint_dir_;           // checkpoint.dir, absolute: the parts record whose lineage they are
+  PartImage local_image_, held_image_;   // this rank's part; the part it keeps for its partner
+  std::vector<long long> local_written_;  // local steps this process wrote, oldest first
+  struct LocalSource {                   // where one rank's part of the chosen local step is read
+    std::string path;
+    int reader = -1;  // the world rank that reads the file (on the file's node)
+    std::size_t bytes = 0;
+  };
+  std::string local_choice_;             // the local step directory resume_path() chose ("" when none)
+  std::vector<LocalSource> local_sources_;  // by owner rank
 };
 
 }  // namespace gridtrain

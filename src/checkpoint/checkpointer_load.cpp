@@ -48,19 +48,6 @@ void check_model(hid_t root, const Config& cfg) {
 
 }  // namespace
 
-std::optional<std::string> Checkpointer::Impl::resume_path() {
-  const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
-  if (!choice) {
-    if (cfg_.checkpoint.resume.mode != Resume::Mode::None)
-      log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + "; starting fresh\n");
-    return std::nullopt;
-  }
-  log_.print("Resume: " + choice->path + " (" + choice->reason + ")\n");
-  resume_scanned_ = choice->scanned;
-  resume_file_ = choice->path;
-  return choice->path;
-}
-
 void Checkpointer::Impl::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + path + "': ";
   const auto failure = phase(where + what + ": ", fn, [](bool) { return std::string(); });
@@ -201,6 +188,7 @@ bool Checkpointer::Impl::read_rank_state(CheckpointFile& file, Optimizer& opt) {
 }
 
 ResumePoint Checkpointer::Impl::load(const std::string& path, Model& model, Optimizer& opt) {
+  if (!local_choice_.empty() && path == local_choice_) return load_local(model, opt);
   ResumePoint at;
   bool reset_feedback = false;
   std::string data_note;
@@ -305,7 +293,7 @@ void Checkpointer::Impl::claim_lineage(bool scanned) {
     std::string replaced;
     for (const auto& [f, run] : others) {
       const long long s = checkpoint_step(f);
-      if (s > start_step_ && s <= cfg_.train.steps && due(s))
+      if (s > start_step_ && s <= cfg_.train.steps && file_due(s))
         replaced += (replaced.empty() ? "" : ", ") + f.filename().string() + " (run " + run + ")";
     }
     if (replaced.empty()) return;

@@ -158,6 +158,13 @@ void check_consistency(const Config& c, std::vector<std::string>& errors) {
                      std::to_string(c.precision.init_scale) + "; valid: min_scale <= init_scale");
   if (c.checkpoint.resume.mode == Resume::Mode::Auto && !c.checkpoint.enabled())
     errors.push_back("checkpoint.resume = auto needs checkpoint.dir (it is 'none'); set checkpoint.dir");
+  if (c.checkpoint.local_interval > 0 && !c.checkpoint.enabled())
+    errors.push_back("checkpoint.local_interval = " + std::to_string(c.checkpoint.local_interval) +
+                     " needs checkpoint.dir (it is 'none'): the local levels hold the newest steps, checkpoint.dir "
+                     "the lineage and the steps that outlive the job; set checkpoint.dir");
+  if (c.debug.kill_rank >= 0 && c.debug.kill_step < 1)
+    errors.push_back("debug.kill_rank = " + std::to_string(c.debug.kill_rank) + " needs debug.kill_step >= 1 (it is " +
+                     std::to_string(c.debug.kill_step) + ")");
   if (c.optim.decay_steps != 0 && c.optim.decay_steps <= c.optim.warmup_steps)
     errors.push_back("optim.decay_steps = " + std::to_string(c.optim.decay_steps) +
                      " must exceed optim.warmup_steps = " + std::to_string(c.optim.warmup_steps) + " (or be 0)");

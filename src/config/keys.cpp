@@ -423,6 +423,19 @@ std::vector<Key> checkpoint_keys() {
                "none, or a checkpoint file whose weights a fresh run starts from (fine-tuning: a fresh optimizer, "
                "step 0, any layout; `gridtrain import` writes such files from transformers models); a run that "
                "resumes continues from its own checkpoint instead"),
+      text_key("checkpoint.local_dir", GT_REF(checkpoint.local_dir),
+               "node-local directory of the local levels (node memory or a node-local SSD): auto = "
+               "/dev/shm/gridtrain-$SLURM_JOB_ID, outside Slurm /dev/shm/gridtrain-$USER"),
+      int_key<int>("checkpoint.local_interval", GT_REF(checkpoint.local_interval),
+                   "steps between local checkpoints: each rank's part into checkpoint.local_dir and (checkpoint.partner) "
+                   "a copy on its partner's node; the newest two are kept. checkpoint.interval's go to checkpoint.dir as "
+                   "before. 0 = none", 0),
+      bool_key("checkpoint.partner", GT_REF(checkpoint.partner),
+               "with checkpoint.local_interval: send each rank's local part to rank (R + ranks per node) mod world, "
+               "on the next node, which keeps it (a node's loss is then recovered from its partner's memory)"),
+      int_key<int>("checkpoint.ranks_per_node", GT_REF(checkpoint.ranks_per_node),
+                   "ranks per node for the partner copies; 0 = MPI's node-local split (MPI_COMM_TYPE_SHARED). Set it to "
+                   "simulate several nodes on one host", 0),
   };
 }
 
@@ -441,6 +454,9 @@ std::vector<Key> output_keys() {
       real_key("output.peak_gflops", GT_REF(output.peak_gflops),
                "per-rank peak GFLOP/s for MFU; 0 = on CUDA the device's datasheet dense peak at precision.type, on "
                "the CPU a matmul probe at precision.type with the run's threads", 0.0, false),
+      real_key("output.straggler_factor", GT_REF(output.straggler_factor),
+               "a rank whose busy time per step (its step time less its waits in collectives) exceeds the median "
+               "rank's by this factor at two thermo lines in a row is named in the log as a straggler", 1.0, true),
       enum_key("output.timer", GT_REF(output.timer),
                "section timing: wall (host clock; on a GPU, queued kernels are charged to the first section that "
                "waits for them) or sync (synchronize the device at every stamp, as LAMMPS' timer sync: each "
@@ -466,6 +482,19 @@ std::vector<Key> debug_keys() {
                "memory budget per rank, MiB: a step whose micro-batch's estimated activations plus the "
                "model state's measured peak (parameters, gradients, optimizer state) exceed it fails as out "
                "of memory (tests train.on_oom and ZeRO); 0 = off", 0.0, false),
+      int_key<int>("debug.kill_rank", GT_REF(debug.kill_rank),
+                   "fault injection: this world rank kills itself with SIGKILL as it begins the step after "
+                   "debug.kill_step, in a run that started at step 0 (a relaunch that resumes does not die again); "
+                   "-1 = none", -1),
+      int_key<int>("debug.kill_step", GT_REF(debug.kill_step), "fault injection: the step debug.kill_rank completes", 0),
+      bool_key("debug.kill_memory", GT_REF(debug.kill_memory),
+               "fault injection: the killed rank's node memory is lost with it: the local parts it holds are deleted"),
+      bool_key("debug.kill_partner", GT_REF(debug.kill_partner),
+               "fault injection: the killed rank's partner (checkpoint.partner) is killed with it"),
+      int_key<int>("debug.slow_rank", GT_REF(debug.slow_rank),
+                   "fault injection: this world rank is slower by debug.slow_s in every step (a straggler); -1 = none", -1),
+      real_key("debug.slow_s", GT_REF(debug.slow_s), "fault injection: seconds debug.slow_rank adds to every step", 0.0,
+               false, 3600.0),
       bool_key("debug.sync_check", GT_REF(debug.sync_check),
                "on a GPU, stop with an error at any host synchronisation (.item(), a copy to the host) inside "
                "forward/backward or the optimizer step: c10's sync debug mode, error level. No effect on the CPU"),

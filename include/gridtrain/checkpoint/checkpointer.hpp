@@ -58,26 +58,35 @@ class Checkpointer {
   ~Checkpointer();
 
   bool enabled() const;
-  /// Whether a checkpoint is due after `step` steps (interval, or the last step).
+  /// Whether a checkpoint is due after `step` steps: into checkpoint.dir (interval, or the last
+  /// step) or a local one (checkpoint.local_interval).
   bool due(long long step) const;
   /// The first step after `step` at which one is due, or 0 when none is (checkpoint.dir = none).
   long long next_due(long long step) const;
-  /// Saves the state after `step` steps; sample_index is the sampler's next global sample index
-  /// and epoch its epoch. Collective over the grid. I/O failures are faults on the rank (abort).
+  /// Saves the state after `step` steps at the levels due: this rank's part into node memory and
+  /// its partner's (local_interval), the HDF5 file (interval, the last step, or `stopping`: a run
+  /// that stops writes the file, since a requeued job may start on other nodes). sample_index is
+  /// the sampler's next global sample index and epoch its epoch. Collective over the grid. I/O
+  /// failures of the file are faults on the rank (abort); a local part that cannot be written is
+  /// reported and leaves that local step incomplete (a resume passes over it).
   void save(long long step, std::uint64_t sample_index, std::uint64_t epoch, Model& model, Optimizer& opt,
-            const TrainState& train = {});
+            const TrainState& train = {}, bool stopping = false);
   /// Blocks until an outstanding asynchronous write has finished and is `latest` (end of run).
   void wait();
 
   /// checkpoint.resume resolved by choose_resume() (checkpoint_dir.hpp): none → nullopt; auto, a
   /// directory or a `latest` pointer → the newest checkpoint of the directory's run that passes
   /// its checksums (never older than the one `latest` names); a file → that file, or in a
-  /// requeued Slurm job the newest checkpoint its earlier attempt wrote from it. Logs which and
-  /// why. Collective.
-  std::optional<std::string> resume_path();
-  /// Loads path into model and opt (fp32 master weights, optimizer state, RNG); this run then
-  /// continues the checkpoint's lineage from its step (claim_lineage). Collective. Throws
-  /// gridtrain::Error naming the file and the problem: unreadable/truncated/corrupt file, wrong
+  /// requeued or relaunched Slurm job the newest checkpoint its earlier attempt wrote from it.
+  /// With checkpoint.local_interval, where that resolution scanned (not a file taken as named),
+  /// a newer local step of the same lineage wins: its step directory is returned when every
+  /// rank's part of it is found, in its own node's memory or its partner's, and verified (the
+  /// levels: docs/checkpoint-format.md, Local levels). Logs which and why, naming each level
+  /// passed over. Collective.
+  std::optional<std::string> resume_path(Model& model, Optimizer& opt);
+  /// Loads path (a file, or the local step resume_path() chose) into model and opt (fp32
+  /// master weights, optimizer state, RNG); this run then continues the checkpoint's lineage
+  /// from its step (claim_lineage). Collective. Throws gridtrain::Error naming the file and the problem: unreadable/truncated/corrupt file, wrong
   /// format or version, a tensor whose shape differs, a different optimizer type or seed, a
   /// different corpus (unless data.allow_change), or checkpoint.dir files of another lineage this
   /// run would replace. A read that fails on some ranks only aborts the job (see above).
@@ -102,7 +111,15 @@ class Checkpointer {
   /// message. Call before the first load.
   void ignore_state(const std::string& group, std::string note);
 
-  int saves() const;
+  /// Fault injection (debug.kill_memory): deletes the local parts this rank holds, as the loss
+  /// of its node's memory would. Local.
+  void drop_local_parts();
+  /// The rank that keeps rank's partner copy, or -1 without partner copies. Local.
+  int partner_rank(int rank) const;
+
+  int saves() const;        ///< checkpoints into checkpoint.dir
+  int local_saves() const;  ///< local steps written
+  double local_write_s() const;  ///< time spent writing local parts and partner copies
   double stall_s() const;  ///< step-loop time spent in save()
   double drain_s() const;  ///< time wait() spent for the last write at the end
   double write_s() const;  ///< time spent writing files (background when async)

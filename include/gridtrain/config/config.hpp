@@ -180,6 +180,12 @@ struct Config {
     bool async = false;        ///< write in the background (needs MPI_THREAD_MULTIPLE)
     Resume resume;
     std::string init_from = "none";  ///< a fresh run starts from this checkpoint's weights only
+    /// Node-memory checkpoints (checkpoint/local_part.hpp): each rank's part every local_interval
+    /// steps (0 = none) into local_dir, and a copy on its partner's node.
+    std::string local_dir = "auto";  ///< auto = /dev/shm/gridtrain-$SLURM_JOB_ID (outside Slurm: -$USER)
+    int local_interval = 0;
+    bool partner = true;       ///< keep a copy of each part on the partner rank's node
+    int ranks_per_node = 0;    ///< 0 = from MPI's node-local split; set to simulate nodes on one host
     bool enabled() const { return dir != "none"; }
   } checkpoint;
   struct Output {
@@ -189,6 +195,7 @@ struct Config {
     bool tensorboard = false;  ///< thermo's figures as TensorBoard event files in dir
     double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = device table (CUDA) or a matmul probe (CPU)
     TimerMode timer = TimerMode::Wall;  ///< sync: synchronize the device at each section stamp
+    double straggler_factor = 1.2;  ///< a rank whose busy time per step exceeds the median's by this is named
   } output;
 
   /// Dynamic sparse training (sparse/sparse_training.hpp): which weights are masked to zero, and
@@ -241,6 +248,12 @@ struct Config {
     int nonfinite_rank = 0;          ///< ... on this world rank
     double alloc_limit_mb = 0.0;     ///< a step whose activations + model-state peak exceed this fails like an OOM
     bool sync_check = false;         ///< GPU: a host synchronisation inside forward/backward/step is an error
+    int kill_rank = -1;              ///< fault injection: this world rank is SIGKILLed ...
+    int kill_step = 0;               ///< ... as it begins the step after this one, in a run that started fresh
+    bool kill_memory = false;        ///< ... its node memory lost with it (the local parts it holds deleted)
+    bool kill_partner = false;       ///< ... and its partner rank killed with it
+    int slow_rank = -1;              ///< fault injection: this world rank is slower ...
+    double slow_s = 0.0;             ///< ... by this many seconds of every step (a straggler)
   } debug;
 
   std::string deck_name;  ///< where the deck came from (path or "built in")
