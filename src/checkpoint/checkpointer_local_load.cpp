@@ -110,13 +110,15 @@ Pick pick_local(const std::vector<Found>& found, const std::string& fs_run, long
   p.run = by_run.begin()->first;
   for (auto it = by_run.begin()->second.rbegin(); it != by_run.begin()->second.rend() && *it > fs_step; ++it) {
     std::vector<const Found*> best(static_cast<std::size_t>(world), nullptr);
-    std::vector<std::string> why(static_cast<std::size_t>(world));
+    std::vector<std::string> own_why(static_cast<std::size_t>(world)), partner_why(static_cast<std::size_t>(world));
+    std::set<std::string> problems;  // the step's distinct problems
     for (const auto& f : found) {
       if (f.run != p.run || f.step != *it || f.owner >= world) continue;
       const auto o = static_cast<std::size_t>(f.owner);
       const bool own = f.holder == f.owner;
       if (!f.problem.empty()) {
-        why[o] += std::string(why[o].empty() ? "" : "; ") + (own ? "its own copy " : "the copy rank " + std::to_string(f.holder) + " holds ") + f.problem;
+        problems.insert(f.problem);
+        (own ? own_why[o] : partner_why[o]) += own ? "its own copy " + f.problem : "the copy rank " + std::to_string(f.holder) + " holds " + f.problem;
         continue;
       }
       if (best[o] == nullptr || own) best[o] = &f;
@@ -125,11 +127,17 @@ Pick pick_local(const std::vector<Found>& found, const std::string& fs_run, long
     int count = 0;
     for (int r = 0; r < world; ++r)
       if (best[static_cast<std::size_t>(r)] == nullptr && count++ < 3) {
-        const auto& w = why[static_cast<std::size_t>(r)];
+        const auto o = static_cast<std::size_t>(r);
+        const std::string w = own_why[o] + (own_why[o].empty() || partner_why[o].empty() ? "" : "; ") + partner_why[o];
         missing += (missing.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + "'s part is at no level (" +
                    (w.empty() ? "no copy found" : w) + ")";
       }
-    if (count == 0) {
+    // A step whose every part has one problem (another grid's, say) is named once.
+    if (count == world && problems.size() == 1) {
+      missing = "every part " + *problems.begin();
+      count = 0;
+    }
+    if (missing.empty()) {
       p.step = *it;
       p.source = best;
       return p;
