@@ -159,7 +159,7 @@ std::string requeue_listing(const fs::path& file, const fs::path& dir) {
     files += f.string() + "\n";
   }
   if (files.empty()) return "";
-  return "this is Slurm job " + job + " requeued (restart " + std::to_string(restarts) + "), whose earlier attempt "
+  return "this is Slurm job " + job + " requeued or relaunched (attempt " + std::to_string(restarts + 1) + "), whose earlier attempt "
          "started from " + file.string() + " as run " + lineage + " (" + relation + "): a requeue continues that "
          "run from its newest checkpoint instead of branching from " + file_name(file.string()) + " again\n" + files;
 }
@@ -276,12 +276,18 @@ std::string slurm_job_identity() {
 }
 
 long long slurm_restart_count() {
-  const char* count = std::getenv("SLURM_RESTART_COUNT");
-  if (count == nullptr) return 0;
-  long long n = 0;
-  const char* end = count + std::strlen(count);
-  auto [ptr, ec] = std::from_chars(count, end, n);
-  return ec == std::errc() && ptr == end && n > 0 ? n : 0;
+  // SLURM_RESTART_COUNT: requeues; GRIDTRAIN_RELAUNCH: slurm/gridtrain.sbatch's relaunches of the
+  // step inside the allocation. Either way an earlier attempt of this job ran.
+  long long total = 0;
+  for (const char* name : {"SLURM_RESTART_COUNT", "GRIDTRAIN_RELAUNCH"}) {
+    const char* count = std::getenv(name);
+    if (count == nullptr) continue;
+    long long n = 0;
+    const char* end = count + std::strlen(count);
+    auto [ptr, ec] = std::from_chars(count, end, n);
+    if (ec == std::errc() && ptr == end && n > 0) total += n;
+  }
+  return total;
 }
 
 CheckpointOrigin checkpoint_origin(const fs::path& path) {

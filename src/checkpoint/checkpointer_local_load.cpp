@@ -211,7 +211,11 @@ std::optional<std::string> Checkpointer::Impl::choose_local(const std::optional<
     std::istringstream lines(texts[static_cast<std::size_t>(r)]);
     for (std::string line; std::getline(lines, line);) found.push_back(parse_record(line, r));
   }
-  if (found.empty()) return std::nullopt;
+  if (found.empty()) {
+    log_.print("Resume: the local levels hold no part in " + local_dir_.string() + " on any node (node memory lost, or "
+               "none written yet); falling back to the file system\n");
+    return std::nullopt;
+  }
   const Pick pick = pick_local(found, fs_run, fs_step, world);
   const std::string others = pick.others.empty() ? "" : "; skipped other runs' local parts: " + pick.others + ", never adopted";
   const std::string fs_text = fs_choice ? fs_choice->path : "no checkpoint in checkpoint.dir";
@@ -233,7 +237,7 @@ std::optional<std::string> Checkpointer::Impl::choose_local(const std::optional<
   }
   local_choice_ = local_step_dir(local_dir_, pick.run, pick.step).string();
   log_.print("Resume: local step " + std::to_string(pick.step) + " of run " + pick.run + " (" + local_choice_ +
-             "): every rank's part found and verified: " + (own.empty() ? "" : "ranks " + ranks_text(own) + " from their own copies") +
+             "): every rank's part found and verified: " + (own.empty() ? "" : own.size() == 1 ? "rank " + ranks_text(own) + " from its own copy" : "ranks " + ranks_text(own) + " from their own copies") +
              (own.empty() && !partner.empty() ? partner.substr(2) : partner) + "; newer than " + fs_text +
              (pick.passed_over.empty() ? "" : "; passed over " + pick.passed_over) + others + "\n");
   return local_choice_;

@@ -97,7 +97,7 @@ d=$(run_of "$work/A/step-00000008.h5")
 [ -n "$d" ] && [ "$d" != "$a" ] || fail "d) the first attempt is no branch: run '$d'"
 job 4242 1 "${branch[@]}" --train.steps=12 || fail "d) the requeued attempt did not continue the job's branch"
 says "Resumed from $work/A/step-00000008.h5 at step 8" "d) requeue"
-says "this is Slurm job lineage-test:4242 requeued (restart 1), whose earlier attempt started from $work/A/step-00000005.h5 as run $d" "d) requeue"
+says "this is Slurm job lineage-test:4242 requeued or relaunched (attempt 2), whose earlier attempt started from $work/A/step-00000005.h5 as run $d" "d) requeue"
 grep -q "so this run is a branch" "$work/run.txt" && fail "d) the requeued attempt branched again"
 [ "$(run_of "$work/A/step-00000012.h5")" = "$d" ] || fail "d) step 12 is not the job's branch $d"
 "$gridtrain" inspect "$work/A/step-00000012.h5" | grep -qF "run $d (branched from run $a at step 5)" \

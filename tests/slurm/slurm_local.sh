@@ -8,6 +8,11 @@
 #   d) a branch (--restart an older step of a run that went on) stopped by SIGUSR1 and requeued
 #      with the same command line continues its own branch from its newest checkpoint; a new job
 #      with that command line is a new branch, refused where it would replace the first one's files;
+#   e) a rank SIGKILLed mid-run (debug.kill_rank) with its node's memory: the batch script
+#      relaunches the step inside the allocation (no requeue), which resumes from the partner level
+#      (two simulated nodes: checkpoint.ranks_per_node = 1) and finishes with the uninterrupted
+#      run's final loss; f) the same with its partner killed too: it falls back to checkpoint.dir,
+#      named;
 #   c) scripts/scaling --launcher slurm runs a strong and a weak series of 1, 2, 4 ranks as one job
 #      array of slurm/scaling.sbatch per rank count and writes the CSV, the report and the plots.
 # Every daemon is stopped on exit, pass or fail. Honours GRIDTRAIN_LAUNCHER / GRIDTRAIN_SRUN_MPI
@@ -340,7 +345,7 @@ stop_d=$(grep -oE "Stopping after step [0-9]+ on signal 10; checkpoint saved" "$
 [ "$(grep -c "so this run is a branch" "$out_d")" = 1 ] || fail "branch: the job did not branch exactly once"
 grep -qE "Resumed from $d/ck/step-0*$stop_d\.h5 at step $stop_d " "$out_d" ||
   fail "branch: the requeued attempt did not resume the branch's step $stop_d"
-grep -q "this is Slurm job .*$jd requeued (restart 1)" "$out_d" || fail "branch: the requeue is not explained"
+grep -q "this is Slurm job .*$jd requeued or relaunched (attempt 2)" "$out_d" || fail "branch: the requeue is not explained"
 grep -q "Loop time of .* for $((steps - stop_d)) steps" "$out_d" ||
   fail "branch: the requeued attempt did not run the remaining $((steps - stop_d)) steps"
 final=$d/ck/$(printf 'step-%08d.h5' "$steps")
@@ -359,6 +364,41 @@ grep -q "so this run is a branch" "$d/slurm-$je.out" && grep -qF "(run $rd)" "$d
 [ "$(run_of "$final")" = "$rd" ] || fail "branch: the new job replaced $final"
 note "d) PASS: requeue continued the job's branch; new job $je is a new branch, refused (exit 1)"
 
+# --- e), f) a killed rank: relaunch inside the allocation, resume from the partner level or the file system
+# Local steps every 100, checkpoint.dir every 1500; rank 1 dies as it begins step 2051 (local step 2000
+# complete, checkpoint.dir's newest 1500), its node's memory with it.
+deadline=$((SECONDS + 240))
+rj=''
+relaunched() {  # relaunched CASE NAME EXTRA...: submits the killed run and checks the relaunch; sets rj to the job id
+  local k=$1 name=$2 dir=$work/$2 id out
+  shift 2
+  id=$(submit "gt-$name" "$dir" "${common[@]}" --output.dir="$dir/out" --checkpoint.dir="$dir/ckpt" \
+         --checkpoint.local_dir="$dir/local" --checkpoint.local_interval=100 --checkpoint.interval=1500 \
+         --checkpoint.ranks_per_node=1 --debug.kill_rank=1 --debug.kill_step=2050 --debug.kill_memory=true "$@") ||
+    fail "$k: sbatch failed"
+  jobs+=("$id")
+  wait_for 200 "$k: job $id to finish" finished "$id"
+  check_done "$id" "$k (a relaunch inside the allocation must finish the job)"
+  out=$dir/slurm-$id.out
+  [ "$(field "$id" Restarts)" = 0 ] || fail "$k: job $id was requeued (Restarts=$(field "$id" Restarts)); it must relaunch inside the allocation"
+  grep -q "debug.kill_rank: rank 1 kills itself with SIGKILL after step 2050" "$out" || fail "$k: rank 1 was not killed"
+  grep -q "relaunch 1 of 3 inside job $id after status " "$out" || fail "$k: the batch script did not relaunch the step"
+  [ "$(last "$dir/out/metrics.jsonl" step)" = "$steps" ] && [ "$(last "$dir/out/metrics.jsonl" loss)" = "$loss_r" ] ||
+    fail "$k: final loss $(last "$dir/out/metrics.jsonl" loss) at step $(last "$dir/out/metrics.jsonl" step), uninterrupted $loss_r at $steps"
+  rj=$id
+}
+relaunched e partner
+je=$rj out_e=$work/partner/slurm-$rj.out
+grep -q "Resume: local step 2000 of run .*: every rank's part found and verified: rank 0 from its own copy, rank 1 from its partner copy (held by rank 0)" "$out_e" ||
+  fail "e: the relaunch did not resume rank 1 from its partner copy"
+grep -q "relaunch 1 resumed from: Resumed from local step 2000 " "$out_e" || fail "e: the batch script did not log the level it resumed from"
+note "e) PASS: job $je: rank 1 killed after step 2050, relaunched in the allocation, resumed local step 2000 (rank 1 from its partner's copy), final loss $loss_r"
+relaunched f lost-pair --debug.kill_partner=true
+jf=$rj out_f=$work/lost-pair/slurm-$rj.out
+grep -q "Resume: the local levels hold no part" "$out_f" || fail "f: the lost local levels are not named"
+grep -q "relaunch 1 resumed from: Resumed from .*/ckpt/step-00001500.h5 at step 1500 " "$out_f" || fail "f: the relaunch did not resume checkpoint.dir's step 1500"
+note "f) PASS: job $jf: rank 1 and its partner killed with their memory; resumed checkpoint.dir's step 1500, final loss $loss_r"
+
 # --- c) a scaling study through Slurm: job arrays of slurm/scaling.sbatch ----------------------------
 c=$work/scaling
 note "c) scripts/scaling --launcher slurm: strong and weak series of 1, 2, 4 ranks of in.kjv-gpt"
@@ -376,4 +416,4 @@ grep -q "Process grid: 4 (dp) x 1 (tp) x 1 (pp) = 4 MPI ranks" "$c"/points/n4-dp
   fail "scaling: the weak 4-rank point did not run on 4 ranks under Slurm"
 note "c) PASS: 5 points in 3 job arrays; $(grep -m1 'Prediction:' "$c/report.md")"
 
-result="PASS: $version; smoke job completed; job stopped by SIGUSR1 at step $stop, requeued, resumed and finished with the uninterrupted run's loss $loss_r; a requeued branch continued its own branch; scaling study through job arrays"
+result="PASS: $version; smoke job completed; job stopped by SIGUSR1 at step $stop, requeued, resumed and finished with the uninterrupted run's loss $loss_r; a requeued branch continued its own branch; a killed rank relaunched inside the allocation from the partner level, a killed pair from checkpoint.dir, both with that loss; scaling study through job arrays"

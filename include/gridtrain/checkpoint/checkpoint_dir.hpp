@@ -66,8 +66,9 @@ std::optional<ResumeChoice> choose_resume(const Resume& from, const std::string&
 /// slurm_job): "<SLURM_CLUSTER_NAME>:<SLURM_JOB_ID>", or SLURM_JOB_ID alone when the cluster name
 /// is unset; "" outside Slurm. Local (this process's environment).
 std::string slurm_job_identity();
-/// SLURM_RESTART_COUNT: how often this Slurm job was requeued (0 on its first start and outside
-/// Slurm). Local.
+/// How often an earlier attempt of this Slurm job ran: SLURM_RESTART_COUNT (requeues) plus
+/// GRIDTRAIN_RELAUNCH (slurm/gridtrain.sbatch's relaunches inside the allocation); 0 on its first
+/// start and outside Slurm. Local.
 long long slurm_restart_count();
 
 /// A new run id: 64 random bits as 16 hex digits, enough to tell two runs' files apart. Local.
