@@ -24,7 +24,6 @@ Faults::Faults(const Config::Debug& debug, Axis& world, std::function<double()> 
 void Faults::step_begin(long long s) {
   if (first_step_ < 0) first_step_ = s;
   if (s == 1 && rank_ == d_.stall_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.stall_s));
-  if (rank_ == d_.slow_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.slow_s));
   const bool victim = rank_ == d_.kill_rank || (d_.kill_partner && d_.kill_rank >= 0 && rank_ == checkpointer_.partner_rank(d_.kill_rank));
   if (victim && s == d_.kill_step && first_step_ == 0) {
     if (d_.kill_memory) checkpointer_.drop_local_parts();
@@ -36,6 +35,7 @@ void Faults::step_begin(long long s) {
 }
 
 void Faults::before_forward(long long) {
+  if (rank_ == d_.slow_rank) std::this_thread::sleep_for(std::chrono::duration<double>(d_.slow_s));  // in its compute
   if (d_.alloc_limit_mb <= 0) return;
   double over = step_bytes_() > d_.alloc_limit_mb * 1024 * 1024 ? 1 : 0;
   world_.blocking_sum(&over, 1, "debug.alloc_limit_mb");

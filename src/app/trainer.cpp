@@ -35,6 +35,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   guard_ = std::make_unique<StepGuard>(cfg_, grid_->world(), plan_.shape.replicas(), cfg_.train.micro_batch,
                                        plan_.accumulation, log_);
   describe_setup();
+  stragglers_ = std::make_unique<StragglerWatch>(grid_->world(), cfg_.output.straggler_factor, log_);
   // ZeRO stage 3 loads each rank's pieces straight into its shards: nothing is gathered.
   if (auto path = checkpointer_->resume_path(*model_, *optimizer_)) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
@@ -214,7 +215,7 @@ RunResult Trainer::run() {
   if (const auto sets = samples_->datasets(); sets.size() > 1)
     for (const auto& d : sets) datasets.push_back(d.name);
   Thermo thermo(log_, cfg_.output.dir + "/metrics.jsonl", start_step_, m.item(), model_->classifier(),
-                cfg_.output.tensorboard ? cfg_.output.dir : "", datasets);
+                cfg_.output.tensorboard ? cfg_.output.dir : "", datasets, since_start_.seconds());
   double peak = peak_gflops_ * 1e9;  // FLOP/s summed over ranks
   grid_->world().blocking_sum(&peak, 1, "peak FLOP/s");
   const double items_per_step = static_cast<double>(cfg_.train.global_batch) * static_cast<double>(m.items_per_sample());
@@ -271,7 +272,7 @@ RunResult Trainer::run() {
   }
   checkpointer_->wait();
   timer_.stamp(Section::Checkpoint);
-  finish(r, throughput);
+  finish(r, throughput, thermo);
   return r;
 }
 

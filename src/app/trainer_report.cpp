@@ -83,6 +83,10 @@ ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const
   if (const long long next = checkpointer_->next_due(step); next > 0)
     row.checkpoint_in_s = remaining_.seconds_for(next - step);
   row.section_ms = section_rates_.per_step_ms(timer_, step - thermo_step_);
+  const auto ms = [&row](Section s) { return row.section_ms[static_cast<std::size_t>(s)]; };
+  row.checkpoint_s = timer_.seconds(Section::Checkpoint);
+  row.eval_s = timer_.seconds(Section::Eval);
+  row.busy = stragglers_->observe(step, ms(Section::Data) + ms(Section::Compute) + ms(Section::Optim));
   thermo_step_ = step;
   row.state_mib = state_bytes().total() / (1024.0 * 1024.0);
   row.peak_rss_mib = peak_rss_bytes() / (1024.0 * 1024.0);
@@ -90,7 +94,7 @@ ThermoRow Trainer::thermo_row(long long step, double lr, const Verdict& v, const
   return row;
 }
 
-void Trainer::finish(RunResult& r, const Throughput& throughput) {
+void Trainer::finish(RunResult& r, const Throughput& throughput, const Thermo& thermo) {
   r.loop_s = timer_.loop_seconds();
   const auto rate = throughput.over(static_cast<long long>(r.losses.size()), r.loop_s);
   r.items_per_s = rate.items_per_s;
@@ -101,6 +105,8 @@ void Trainer::finish(RunResult& r, const Throughput& throughput) {
   RunCounters counters{peak_gflops_, peak_source_, traffic_->total(), cuda_device_, validation_->samples(),
                        state_bytes(), m.item(), static_cast<double>(m.items_per_sample())};
   counters.fixes = fixes_.summary(m.item());
+  const Goodput goodput = thermo.goodput(r.loop_s, timer_.seconds(Section::Checkpoint), timer_.seconds(Section::Eval));
+  counters.fixes.push_back({goodput_table(goodput), "goodput", goodput_json(goodput)});
   const auto& passes = engine_->pass_seconds();
   counters.pass_s = {passes.forward, passes.input, passes.weight, static_cast<double>(passes.micro_batches)};
   print_summary({r, counters, cfg_, timer_, stack_->groups(), *checkpointer_, *guard_, *grid_}, log_);

@@ -455,8 +455,8 @@ std::vector<Key> output_keys() {
                "per-rank peak GFLOP/s for MFU; 0 = on CUDA the device's datasheet dense peak at precision.type, on "
                "the CPU a matmul probe at precision.type with the run's threads", 0.0, false),
       real_key("output.straggler_factor", GT_REF(output.straggler_factor),
-               "a rank whose busy time per step (its step time less its waits in collectives) exceeds the median "
-               "rank's by this factor at two thermo lines in a row is named in the log as a straggler", 1.0, true),
+               "a rank whose busy time per step (its step time less its waits in collectives) exceeds the other "
+               "ranks' median by this factor at two thermo lines in a row is named in the log as a straggler", 1.0, true),
       enum_key("output.timer", GT_REF(output.timer),
                "section timing: wall (host clock; on a GPU, queued kernels are charged to the first section that "
                "waits for them) or sync (synchronize the device at every stamp, as LAMMPS' timer sync: each "

@@ -131,6 +131,10 @@ void print_stability(const Config& c, const Checkpointer& ck, const StepGuard& g
               ", step-loop stall " + fmt("%.3f", ck.stall_s()) + " s, write " + fmt("%.3f", ck.write_s()) +
               (c.checkpoint.async ? " s (background)" : " s") + ", waiting for the last write at exit " +
               fmt("%.3f", ck.drain_s()) + " s\n");
+  if (ck.local_saves() > 0)
+    log.print("Local checkpoints: " + std::to_string(ck.local_saves()) + " steps written to checkpoint.local_dir" +
+              (ck.partner_rank(0) >= 0 ? " with partner copies" : "") + ", write " + fmt("%.3f", ck.local_write_s()) +
+              (c.checkpoint.async ? " s (background)" : " s") + " (the step-loop stall above includes their copy)\n");
   const long long skipped = guard.skipped_nonfinite() + guard.skipped_outliers();
   log.print("\nStability: " + std::to_string(skipped) + " update(s) skipped (" +
             std::to_string(guard.skipped_nonfinite()) + " non-finite, " + std::to_string(guard.skipped_outliers()) +

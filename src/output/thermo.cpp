@@ -82,19 +82,22 @@ double RemainingTime::seconds_for(long long steps) const {
 }
 
 Thermo::Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item, bool accuracy,
-               const std::string& tensorboard_dir, std::vector<std::string> datasets)
+               const std::string& tensorboard_dir, std::vector<std::string> datasets, double startup_s)
     : log_(log), rate_header_(item == "token" ? "Tok/s" : "Img/s"), rate_key_(item + "s_per_s"),
       seen_key_(item + "s_seen"), accuracy_(accuracy), datasets_(std::move(datasets)) {
   if (!log_.active()) return;
   std::string kept;
   long long dropped = 0;
+  std::vector<std::string> lines;  // all of them, the dropped ones too: the goodput ledger reads them
   if (start_step > 0) {
     std::ifstream in(metrics_path);
     for (std::string line; std::getline(in, line);) {
       if (step_of_line(line) <= start_step) kept += line + "\n";
       else ++dropped;
+      lines.push_back(std::move(line));
     }
   }
+  ledger_.emplace(lines, start_step, startup_s, unix_seconds());
   replace_file(metrics_path, kept);  // a crash now leaves the old file or the kept lines, not less
   jsonl_.open(metrics_path, std::ios::app);
   if (!jsonl_) throw std::runtime_error("cannot open '" + metrics_path + "' for writing");
@@ -163,9 +166,18 @@ void Thermo::write(const ThermoRow& r) {
   add("elapsed_s", "%.6g", r.elapsed_s);
   add("remaining_s", "%.6g", r.remaining_s);
   if (r.checkpoint_in_s) add("checkpoint_in_s", "%.6g", *r.checkpoint_in_s);
+  add("busy_ms_min", "%.6g", r.busy.min_ms);
+  add("busy_ms_mean", "%.6g", r.busy.mean_ms);
+  add("busy_ms_max", "%.6g", r.busy.max_ms);
+  add("slowest_rank", "%d", r.busy.slowest);
   for (const auto& c : r.fixes) add(c.key.c_str(), "%.8g", c.value);
+  json += ", \"goodput\": " + ledger_->line_field(r.elapsed_s, r.checkpoint_s, r.eval_s, unix_seconds());
   jsonl_ << json << "}\n" << std::flush;
   if (tensorboard_) write_tensorboard(r);
+}
+
+Goodput Thermo::goodput(double loop_s, double checkpoint_s, double eval_s) const {
+  return ledger_ ? ledger_->totals(loop_s, checkpoint_s, eval_s, unix_seconds()) : Goodput{};
 }
 
 void Thermo::write_tensorboard(const ThermoRow& r) {

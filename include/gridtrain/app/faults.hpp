@@ -23,8 +23,9 @@ class Faults final : public Fix {
   /// debug.stall_rank: sleeps debug.stall_s on that rank at the start of step 2 (s == 1).
   /// debug.kill_rank (and its partner with kill_partner): SIGKILL at the start of the step after
   /// debug.kill_step in a run that started at step 0, after deleting the local parts the rank
-  /// holds with kill_memory. debug.slow_rank: sleeps debug.slow_s at the start of every step.
+  /// holds with kill_memory.
   void step_begin(long long s) override;
+  /// debug.slow_rank: sleeps debug.slow_s there, inside the step's compute (a straggler).
   /// debug.alloc_limit_mb: throws std::bad_alloc when the step needs more. Decided over the grid,
   /// as the out-of-memory flag is: with pp > 1 only the last stage's estimate includes the
   /// logits, and a stage that failed alone would leave its neighbours waiting. Collective.

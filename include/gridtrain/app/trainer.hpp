@@ -84,9 +84,10 @@ class Trainer {
   /// the time remaining, the memory.
   ThermoRow thermo_row(long long step, double lr, const Verdict& v, const std::optional<Validation::Result>& val,
                        std::uint64_t step_bytes, const Throughput::Rate& rate);
-  /// Prints the summary and fills the rest of the result.
-  void finish(RunResult& r, const Throughput& throughput);
+  /// Prints the summary (with the lineage's goodput, thermo's) and fills the rest of the result.
+  void finish(RunResult& r, const Throughput& throughput, const Thermo& thermo);
 
+  Stopwatch since_start_;  // first: the start-up before the loop, of the goodput
   const Config cfg_;  // read-only: run-time state lives with its owner (StepGuard: the micro-batch)
   Log& log_;
   double peak_gflops_;
@@ -112,6 +113,7 @@ class Trainer {
   std::uint64_t sample_index_ = 0;  // global sample index of the next step's first sample
   RemainingTime remaining_;         // the thermo lines' time remaining
   SectionRates section_rates_;      // the thermo interval's sections
+  std::unique_ptr<StragglerWatch> stragglers_;  // each rank's busy time at the thermo lines
   long long thermo_step_ = 0;       // the step of the last thermo line (start_step_ before the first)
 };
 

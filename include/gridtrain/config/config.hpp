@@ -195,7 +195,7 @@ struct Config {
     bool tensorboard = false;  ///< thermo's figures as TensorBoard event files in dir
     double peak_gflops = 0.0;  ///< per-rank peak for MFU; 0 = device table (CUDA) or a matmul probe (CPU)
     TimerMode timer = TimerMode::Wall;  ///< sync: synchronize the device at each section stamp
-    double straggler_factor = 1.2;  ///< a rank whose busy time per step exceeds the median's by this is named
+    double straggler_factor = 1.2;  ///< a rank whose busy time per step exceeds the others' median by this is named
   } output;
 
   /// Dynamic sparse training (sparse/sparse_training.hpp): which weights are masked to zero, and

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "gridtrain/output/goodput.hpp"
+#include "gridtrain/output/stragglers.hpp"
 #include "gridtrain/output/tensorboard.hpp"
 #include "gridtrain/util/log.hpp"
 #include "gridtrain/util/timer.hpp"
@@ -48,6 +50,8 @@ struct ThermoRow {
   double remaining_s = 0;               ///< estimated wall seconds to the last step (RemainingTime)
   std::optional<double> checkpoint_in_s = {};  ///< estimated wall seconds to the next checkpoint, if one is due
   std::array<double, kSectionCount> section_ms{};  ///< wall ms per step over the interval, by timer section
+  RankTimes busy;                       ///< busy ms per step over the ranks (output/stragglers.hpp)
+  double checkpoint_s = 0, eval_s = 0;  ///< this run's checkpoint stalls and evaluation so far, s (goodput)
   double state_mib = 0;                 ///< this rank's model state (the memory accountant), MiB
   double peak_rss_mib = 0;              ///< this process's peak resident set, MiB
   std::vector<ReportColumn> fixes = {};  ///< the step fixes' figures, the same columns at every line
@@ -90,10 +94,16 @@ class Thermo {
   /// (classifiers).
   /// tensorboard_dir: where TensorBoard event files go (TensorBoardWriter, resumed alike), or ""
   /// for none. datasets: a blend's, whose validation losses get columns Val1, Val2, ..., keys
-  /// val_loss/<dataset> and TensorBoard tags loss/val/<dataset>.
+  /// val_loss/<dataset> and TensorBoard tags loss/val/<dataset>. startup_s: the run's start-up
+  /// before its loop, for the lineage's goodput (output/goodput.hpp), which every line reports and
+  /// which reads the earlier attempts' lines.
   Thermo(Log& log, const std::string& metrics_path, long long start_step, const std::string& item = "token",
-         bool accuracy = false, const std::string& tensorboard_dir = "", std::vector<std::string> datasets = {});
+         bool accuracy = false, const std::string& tensorboard_dir = "", std::vector<std::string> datasets = {},
+         double startup_s = 0);
   void write(const ThermoRow& row);
+  /// The lineage's goodput with this run's loop_s, checkpoint_s and eval_s so far (rank 0; zeros
+  /// elsewhere).
+  Goodput goodput(double loop_s, double checkpoint_s, double eval_s) const;
 
  private:
   void write_tensorboard(const ThermoRow& r);
@@ -105,6 +115,7 @@ class Thermo {
   std::string rate_header_, rate_key_, seen_key_;
   bool accuracy_;
   std::vector<std::string> datasets_;
+  std::optional<GoodputLedger> ledger_;  // rank 0
 };
 
 }  // namespace gridtrain
