@@ -190,6 +190,21 @@ TEST_CASE("enum keys take exactly their deck spellings", "[config]") {
   CHECK_THROWS_WITH(parse_config("", "in.test", {"--checkpoint.resume="}), Catch::Contains("checkpoint.resume"));
 }
 
+TEST_CASE("local checkpoints need checkpoint.dir; debug.kill_rank needs its step", "[config]") {
+  CHECK_THROWS_WITH(parse_config("", "in.test", {"--checkpoint.local_interval=10"}),
+                    Catch::Contains("checkpoint.local_interval = 10 needs checkpoint.dir (it is 'none')"));
+  CHECK_THROWS_WITH(parse_config("", "in.test", {"--debug.kill_rank=1"}),
+                    Catch::Contains("debug.kill_rank = 1 needs debug.kill_step >= 1 (it is 0)"));
+  const auto c = parse_config("", "in.test", {"--checkpoint.local_interval=10", "--checkpoint.dir=ck",
+                                              "--checkpoint.ranks_per_node=2", "--output.straggler_factor=1.5"});
+  CHECK(c.checkpoint.local_interval == 10);
+  CHECK(c.checkpoint.partner);
+  CHECK(c.checkpoint.local_dir == "auto");
+  CHECK(c.checkpoint.ranks_per_node == 2);
+  CHECK_THROWS_WITH(parse_config("", "in.test", {"--output.straggler_factor=1"}),
+                    Catch::Contains("output.straggler_factor = '1': out of range; valid: number > 1"));
+}
+
 // --help against the documentation (docs/deck-reference.md), not against the key table it is
 // printed from: a key added to the table but not documented, or documented with another
 // default, fails here.
