@@ -25,7 +25,8 @@ namespace {
 
 constexpr int kStop = 4, kTotal = 8;
 
-// The run of the tests at (dp, tp) with ZeRO `stage`: local steps every 2, checkpoint.dir every 2.
+// The run of the tests at (dp, tp) with ZeRO `stage`: local steps every 2, checkpoint.dir every 2,
+// written in the background at stage 1.
 Config local_run(const std::string& dir, const std::string& name, int steps, int dp, int tp, int stage) {
   Config c = tiny(dir, steps, 8);
   c.grid.dp = dp;
@@ -37,6 +38,7 @@ Config local_run(const std::string& dir, const std::string& name, int steps, int
   c.checkpoint.interval = 2;
   c.checkpoint.ranks_per_node = 2;
   c.output.dir = dir + "/" + name + "/out";
+  c.checkpoint.async = stage == 1;  // the writer thread's own communicator for the partner exchange
   return c;
 }
 
