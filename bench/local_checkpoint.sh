@@ -2,15 +2,17 @@
 # The local checkpoint levels against the file system, side by side in one run (docs/performance.md,
 # Local checkpoints): the KJV GPT deck on 2 ranks as two simulated nodes (checkpoint.ranks_per_node
 # = 1, each rank the other's partner), all files under one temp dir.
-#   1. step-loop stall: loop time with a local checkpoint every L steps (async) against none (both
-#      write checkpoint.dir at the last step), alternating ROUNDS times (medians);
+#   1. step-loop stall: the time the loop spends in save() with a local checkpoint every L steps
+#      (async) against none (both write checkpoint.dir at the last step), and the loop times,
+#      alternating ROUNDS times (medians);
 #   2. write bandwidth: one local step (own part + partner copy) against the parallel-HDF5 file
 #      of the same state (sync, the same step);
 #   3. recovery: rank 1 SIGKILLed after step 55 (debug.kill_rank) with its node's memory, then
 #      relaunched with --checkpoint.resume=auto: the partner level (local step 50) against the file
 #      system level (its partner killed too: checkpoint.dir's step 40); the relaunched run's
 #      goodput (summary.json) gives the time lost to recomputed steps and the restart time (last
-#      thermo line before the kill to the first step after the resume, thermo every step);
+#      thermo line before the kill to the first step after the resume, thermo every step: the MPI
+#      job's teardown and start included), its log the time to choose, verify and load;
 #   4. Young/Daly: the optimal interval sqrt(2 C MTBF) and the expected goodput
 #      1 - C/tau - (tau/2 + R)/MTBF with this machine's C and R, at MTBF 8 h (1K GPUs) and 2 h (16K).
 # Usage: bench/local_checkpoint.sh [STEPS] [L] [ROUNDS]   (needs build/ and data/kjv.h5)
@@ -36,18 +38,26 @@ for r in $(seq "$rounds"); do
     --checkpoint.async=true --checkpoint.interval=1000000
 done
 /usr/bin/python3 - "$out" "$rounds" "$steps" "$every" << 'EOF'
-import json, statistics, sys
+import json, re, statistics, sys
 out, rounds, steps, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-loop = lambda n: statistics.median(json.load(open(f"{out}/{n}-{r}/summary.json"))["loop_s"] for r in range(1, rounds + 1))
-base, local = loop("none"), loop("local")
-# Both write checkpoint.dir at the last step (file_due at train.steps): the same cost on both sides.
-print(f"loop: no checkpoints {base:.3f} s, local every {every}: {local:.3f} s; ratio {local / base:.4f} "
-      f"(stall {100 * (local / base - 1):+.2f} % of step time, {1e3 * (local - base) / (steps // every):.2f} ms per local step)")
-open(f"{out}/stall.txt", "w").write(f"{(local - base) / (steps // every)}\n{base / steps}\n")
+def median(name, f):
+    return statistics.median(f(f"{out}/{name}-{r}") for r in range(1, rounds + 1))
+# The step loop's time inside save() (Checkpointer::stall_s), both runs writing checkpoint.dir at the last step.
+stall = lambda run: float(re.search(r"step-loop stall ([0-9.]+) s", open(run + ".txt").read()).group(1))
+loop = lambda run: json.load(open(run + "/summary.json"))["loop_s"]
+base, local = median("none", stall), median("local", stall)
+step_s = median("none", loop) / steps
+per_save = (local - base) / (steps // every)
+print(f"stall in save(): {base:.3f} s without local steps, {local:.3f} s with {steps // every}; "
+      f"{1e3 * per_save:.2f} ms per local step = {100 * per_save / step_s:.2f} % of a {1e3 * step_s:.1f} ms step, "
+      f"{100 * per_save / (every * step_s):.3f} % of the step time at one every {every} steps")
+print(f"loop time (noisier): {median('none', loop):.3f} s without, {median('local', loop):.3f} s with; "
+      f"ratio {median('local', loop) / median('none', loop):.4f}")
+open(f"{out}/stall.txt", "w").write(f"{per_save}\n{step_s}\n")
 EOF
 
 echo "== 2. write bandwidth: the state after 10 steps, sync"
-run bw --train.steps=10 --output.thermo=10 --checkpoint.local_interval=10
+run bw --train.steps=10 --output.thermo=10 --checkpoint.local_interval=10 --checkpoint.async=false
 grep -E "^(Local c|C)heckpoints:" "$out/bw.txt"
 fs_s=$(grep -oE "^Checkpoints: .* write [0-9.]+" "$out/bw.txt" | grep -oE "[0-9.]+$")
 local_s=$(grep -oE "^Local checkpoints: .* write [0-9.]+" "$out/bw.txt" | grep -oE "[0-9.]+$")
@@ -69,6 +79,7 @@ for level in partner file-system; do
   run "$level" "${kill[@]}" "${extra[@]}"
   run "$level" "${kill[@]}" "${extra[@]}" --checkpoint.resume=auto
   echo "$level: $(grep -m1 '^Resumed from' "$out/$level.txt" | cut -c1-110)"
+  echo "  $(grep -m1 '^Resume: chosen, verified and loaded' "$out/$level.txt")"
   field "$out/$level/summary.json" \
     "f\"  lost {goodput['lost_s']:.3f} s, restart (kill to first step, load included) {goodput['restart_s']:.3f} s, goodput {100 * goodput['fraction']:.1f} % over {goodput['attempts']} attempts\""
   field "$out/$level/summary.json" "goodput['restart_s']" > "$out/restart-$level.txt"

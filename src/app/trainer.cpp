@@ -37,8 +37,10 @@ Trainer::Trainer(const Config& cfg, MPI_Comm world, Log& log, double peak_gflops
   describe_setup();
   stragglers_ = std::make_unique<StragglerWatch>(grid_->world(), cfg_.output.straggler_factor, log_);
   // ZeRO stage 3 loads each rank's pieces straight into its shards: nothing is gathered.
+  const Stopwatch resume;
   if (auto path = checkpointer_->resume_path(*model_, *optimizer_)) {
     const ResumePoint at = checkpointer_->load(*path, *model_, *optimizer_);
+    log_.print("Resume: chosen, verified and loaded in " + fmt("%.3f", resume.seconds()) + " s\n");
     start_step_ = thermo_step_ = at.step;
     sample_index_ = at.sample_index;
     guard_->restore(at.train);
