@@ -80,6 +80,60 @@ std::string ranks_text(const std::vector<int>& ranks) {
   return out;
 }
 
+// The records of this node's parts that this rank verified (list_parts's, round-robin over the
+// node's ranks): each read, checksummed, and checked against this run (owner, step and run of its
+// name, world, fingerprint; `ours`: of this checkpoint.dir). Collective over node.
+std::string verify_node_parts(const fs::path& local, MPI_Comm node, int world, const std::string& fingerprint,
+                              const std::string& checkpoint_dir, PartImage& image) {
+  int node_rank = 0, node_size = 1;
+  MPI_Comm_rank(node, &node_rank);
+  MPI_Comm_size(node, &node_size);
+  std::istringstream paths(broadcast_text(node_rank == 0 ? list_parts(local) : "", node));
+  std::string verified;
+  int i = 0;
+  for (std::string path; std::getline(paths, path); ++i) {
+    if (i % node_size != node_rank) continue;
+    const fs::path p(path);
+    const auto [owner, holder] = part_ranks(p);
+    Found f;
+    f.path = path;
+    f.run = p.parent_path().parent_path().filename().string().substr(4);  // run-<id>/step-<n>/
+    f.step = std::atoll(p.parent_path().filename().string().c_str() + 5);
+    f.owner = owner;
+    f.holder = holder;
+    try {
+      read_part_file(p, image.buffer());
+      f.bytes = image.buffer().size();
+      image.parse();
+      const PartHeader& h = image.header();
+      f.ours = h.checkpoint_dir == checkpoint_dir;
+      if (h.rank != f.owner || h.step != f.step || h.run_id != f.run) throw Error("its header names another part");
+      if (h.world != world)
+        throw Error("written by " + std::to_string(h.world) + " ranks, this run has " + std::to_string(world));
+      if (h.fingerprint != fingerprint)
+        throw Error("written for another grid, model, optimizer or corpus (fingerprint " + h.fingerprint +
+                    ", this run's " + fingerprint + ")");
+    } catch (const std::exception& e) {
+      f.problem = e.what();
+    }
+    verified += record(f);
+  }
+  return verified;
+}
+
+// "rank 0 from its own copy, rank 1 from its partner copy (held by rank 0)": where pick's parts are.
+std::string levels_text(const std::vector<const Found*>& source) {
+  std::vector<int> own;
+  std::string partner;
+  for (std::size_t r = 0; r < source.size(); ++r) {
+    if (source[r]->holder == source[r]->owner) own.push_back(static_cast<int>(r));
+    else partner += ", rank " + std::to_string(r) + " from its partner copy (held by rank " + std::to_string(source[r]->holder) + ")";
+  }
+  if (own.empty()) return partner.substr(2);
+  return (own.size() == 1 ? "rank " + ranks_text(own) + " from its own copy" : "ranks " + ranks_text(own) + " from their own copies") +
+         partner;
+}
+
 // What choose_local decided, the same on every rank (it is computed from the same findings).
 struct Pick {
   std::string run;
@@ -178,32 +232,8 @@ std::optional<std::string> Checkpointer::Impl::choose_local(const std::optional<
     in >> fs_run >> fs_step;
   }
   // Every part on this node, verified by the node's ranks round-robin; then everyone's findings.
-  int node_rank = 0, node_size = 1;
-  MPI_Comm_rank(node_comm_, &node_rank);
-  MPI_Comm_size(node_comm_, &node_size);
-  std::istringstream paths(broadcast_text(node_rank == 0 ? list_parts(local_dir_) : "", node_comm_));
-  const std::string mine = fingerprint(model, opt);
-  std::string verified;
-  int i = 0;
-  for (std::string path; std::getline(paths, path); ++i) {
-    if (i % node_size != node_rank) continue;
-    const fs::path p(path);
-    Found f{path, p.parent_path().parent_path().filename().string().substr(4), std::atoll(p.parent_path().filename().string().c_str() + 5),
-            part_ranks(p).first, part_ranks(p).second};
-    try {
-      read_part_file(p, held_image_.buffer());
-      f.bytes = held_image_.buffer().size();
-      held_image_.parse();
-      const PartHeader& h = held_image_.header();
-      f.ours = h.checkpoint_dir == checkpoint_dir_;
-      if (h.rank != f.owner || h.step != f.step || h.run_id != f.run) throw Error("its header names another part");
-      if (h.world != world) throw Error("written by " + std::to_string(h.world) + " ranks, this run has " + std::to_string(world));
-      if (h.fingerprint != mine) throw Error("written for another grid, model, optimizer or corpus (fingerprint " + h.fingerprint + ", this run's " + mine + ")");
-    } catch (const std::exception& e) {
-      f.problem = e.what();
-    }
-    verified += record(f);
-  }
+  const std::string verified =
+      verify_node_parts(local_dir_, node_comm_, world, fingerprint(model, opt), checkpoint_dir_, held_image_);
   held_image_.buffer() = {};  // the largest buffer of the scan: not kept
   std::vector<Found> found;
   const auto texts = grid_.world().blocking_gather_text(verified, "local parts found");
@@ -224,21 +254,16 @@ std::optional<std::string> Checkpointer::Impl::choose_local(const std::optional<
                (pick.passed_over.empty() ? "" : ": " + pick.passed_over + "; falling back to the file system") + others + "\n");
     return std::nullopt;
   }
-  std::vector<int> own;
-  std::string partner;
   local_sources_.clear();
   for (int r = 0; r < world; ++r) {
     const Found& f = *pick.source[static_cast<std::size_t>(r)];
-    if (f.holder == r) own.push_back(r);
-    else partner += ", rank " + std::to_string(r) + " from its partner copy (held by rank " + std::to_string(f.holder) + ")";
     // Read by its own rank where the file is on its node; else by the rank that verified it, and sent.
     const bool near = node_of_[static_cast<std::size_t>(r)] == node_of_[static_cast<std::size_t>(f.reader)];
     local_sources_.push_back({f.path, near ? r : f.reader, f.bytes});
   }
   local_choice_ = local_step_dir(local_dir_, pick.run, pick.step).string();
   log_.print("Resume: local step " + std::to_string(pick.step) + " of run " + pick.run + " (" + local_choice_ +
-             "): every rank's part found and verified: " + (own.empty() ? "" : own.size() == 1 ? "rank " + ranks_text(own) + " from its own copy" : "ranks " + ranks_text(own) + " from their own copies") +
-             (own.empty() && !partner.empty() ? partner.substr(2) : partner) + "; newer than " + fs_text +
+             "): every rank's part found and verified: " + levels_text(pick.source) + "; newer than " + fs_text +
              (pick.passed_over.empty() ? "" : "; passed over " + pick.passed_over) + others + "\n");
   return local_choice_;
 }

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <set>
 #include <tuple>
-#include <sstream>
 
 #include "../support/mpi_util.hpp"
 #include "../support/training.hpp"
@@ -61,12 +60,7 @@ struct LoggedRun {
     log.open_file(path);
     trainer = std::make_unique<Trainer>(c, MPI_COMM_WORLD, log, 1.0);
   }
-  std::string log_text() {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return bcast(text.str(), MPI_COMM_WORLD);
-  }
+  std::string log_text() const { return read_on_root(path, MPI_COMM_WORLD); }
   std::string path;
   Log log{world_rank() == 0, false};
   std::unique_ptr<Trainer> trainer;

@@ -3,8 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "../support/mpi_util.hpp"
 #include "../support/training.hpp"
@@ -17,12 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return bcast(text.str(), MPI_COMM_WORLD);
-}
+std::string read_all(const std::string& path) { return read_on_root(path, MPI_COMM_WORLD); }
 
 }  // namespace
 

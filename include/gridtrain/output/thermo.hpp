@@ -50,7 +50,7 @@ struct ThermoRow {
   double remaining_s = 0;               ///< estimated wall seconds to the last step (RemainingTime)
   std::optional<double> checkpoint_in_s = {};  ///< estimated wall seconds to the next checkpoint, if one is due
   std::array<double, kSectionCount> section_ms{};  ///< wall ms per step over the interval, by timer section
-  RankTimes busy;                       ///< busy ms per step over the ranks (output/stragglers.hpp)
+  RankTimes busy = {};                  ///< busy ms per step over the ranks (output/stragglers.hpp)
   double checkpoint_s = 0, eval_s = 0;  ///< this run's checkpoint stalls and evaluation so far, s (goodput)
   double state_mib = 0;                 ///< this rank's model state (the memory accountant), MiB
   double peak_rss_mib = 0;              ///< this process's peak resident set, MiB
