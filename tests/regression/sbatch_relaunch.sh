@@ -3,7 +3,8 @@
 # srun and scontrol (the real-Slurm test, tests/slurm, runs one node and cannot lose one):
 #   a) 3 nodes, 1 spare: node n2 goes DOWN as the first step fails (status 137): the relaunch
 #      runs on n1 and n3, the same 4 tasks, logged with the level it resumed from;
-#   b) 2 nodes, no spare: n2 lost: the relaunch runs 2 tasks on n1 with --grid.dp=auto;
+#   b) 2 nodes, no spare, --grid.dp=4 given: n2 lost: the relaunch runs 2 tasks on n1 with
+#      --grid.dp=auto in its place;
 #   c) a step that keeps failing is relaunched GRIDTRAIN_RETRIES times, then the job gives up;
 #   d) exit status 1 (gridtrain's own error) is not relaunched.
 # Usage: sbatch_relaunch.sh SRCDIR WORKDIR
@@ -39,13 +40,14 @@ EOF
 printf '#!/bin/sh\nexit 0\n' > "$work/bin/gridtrain"
 chmod +x "$work/bin/"*
 
-job() {  # job NAME NODES SPARE LOST FAILS STATUS: runs the batch script as Slurm would; its output in NAME.out
-  local name=$1
+job() {  # job NAME NODES SPARE LOST FAILS STATUS [ARGS...]: runs the batch script as Slurm would; its output in NAME.out
+  local name=$1 nodes=$2 spare=$3 lost=$4 fails=$5 status=$6
+  shift 6
   rm -f "$work/launches" "$work/down"
-  (cd "$src" && env PATH="$work/bin:$PATH" FAKE_WORK="$work" FAKE_NODES="$2" GRIDTRAIN_SPARE_NODES="$3" FAKE_LOST="$4" \
-     FAKE_FAILS="$5" FAKE_STATUS="$6" SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_CPUS_PER_TASK=1 SLURM_JOB_NODELIST=n[1-3] \
+  (cd "$src" && env PATH="$work/bin:$PATH" FAKE_WORK="$work" FAKE_NODES="$nodes" GRIDTRAIN_SPARE_NODES="$spare" FAKE_LOST="$lost" \
+     FAKE_FAILS="$fails" FAKE_STATUS="$status" SLURM_JOB_ID=42 SLURM_NTASKS=4 SLURM_CPUS_PER_TASK=1 SLURM_JOB_NODELIST=n[1-3] \
      SLURM_SUBMIT_DIR="$work" GRIDTRAIN="$work/bin/gridtrain" GRIDTRAIN_RETRIES=2 \
-     bash slurm/gridtrain.sbatch inputs/in.smoke --train.steps=20 > "$work/$name.out" 2>&1)
+     bash slurm/gridtrain.sbatch inputs/in.smoke --train.steps=20 "$@" > "$work/$name.out" 2>&1)
   echo $? > "$work/$name.rc"
   cp "$work/launches" "$work/$name.launches" 2> /dev/null || : > "$work/$name.launches"
 }
@@ -61,10 +63,10 @@ grep -q "relaunch 1 of 2 inside job 42 after status 137, excluding n2, on n1 n3 
   fail "a) the relaunch is not logged: $(cat "$work/spare.out")"
 grep -q "relaunch 1 resumed from: Resumed from local step 10 " "$work/spare.out" || fail "a) the level it resumed from is not logged"
 
-job shrink "n1 n2" 0 n2 1 137
+job shrink "n1 n2" 0 n2 1 137 --grid.dp=4
 [ "$(cat "$work/shrink.rc")" = 0 ] || fail "b) the job ended $(cat "$work/shrink.rc")"
 line shrink 1 | grep -q -- "--ntasks=4 " || fail "b) first launch: $(line shrink 1)"
-line shrink 2 | grep -q -- "--ntasks=2 .*--nodes=1 --nodelist=n1 .*--grid.dp=auto" ||
+line shrink 2 | grep -q -- "--ntasks=2 .*--nodes=1 --nodelist=n1 .*--grid.dp=auto" && ! line shrink 2 | grep -q -- "--grid.dp=4" ||
   fail "b) the relaunch did not go on at a smaller dp on n1: $(line shrink 2)"
 grep -q "excluding n2, on the 1 healthy node(s) with 2 tasks: a smaller dp (--grid.dp=auto)" "$work/shrink.out" ||
   fail "b) the smaller dp is not logged: $(cat "$work/shrink.out")"
