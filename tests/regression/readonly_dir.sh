@@ -25,7 +25,10 @@ mount -o remount,rw "$work/fs" || fail "remount rw"
   --checkpoint.interval=40 > "$work/run.txt" 2>&1 &
 job=$!
 for _ in $(seq 600); do [ -f "$work/fs/ckpt/latest" ] && break; sleep 0.1; done
-mount -o remount,ro "$work/fs" || fail "remount ro while training"
+# A checkpoint write in flight holds a file open for writing ("mount point is busy"): try again
+# between writes (one every 40 steps), for at most 5 s.
+for _ in $(seq 100); do mount -o remount,ro "$work/fs" 2> /dev/null && break; sleep 0.05; done
+findmnt -no OPTIONS "$work/fs" | grep -q '^ro' || fail "remount ro while training"
 start=$(date +%s)
 # The newest checkpoint the file system kept: read after the remount, when nothing can change it
 # (on a fast CPU steps 80, 120, ... may have been written between the poll and the remount).
