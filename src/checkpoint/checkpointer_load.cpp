@@ -48,6 +48,23 @@ void check_model(hid_t root, const Config& cfg) {
 
 }  // namespace
 
+std::optional<std::string> Checkpointer::Impl::resume_path(Model& model, Optimizer& opt) {
+  const auto choice = choose_resume(cfg_.checkpoint.resume, cfg_.checkpoint.dir, grid_.comm());
+  // The local levels continue what a scan chose (auto, a directory, a requeued job's own files),
+  // never a file taken as named.
+  if (local_enabled() && cfg_.checkpoint.resume.mode != Resume::Mode::None && (!choice || choice->scanned))
+    if (auto local = choose_local(choice, model, opt)) return local;
+  if (!choice) {
+    if (cfg_.checkpoint.resume.mode != Resume::Mode::None)
+      log_.print("Resume: no checkpoint in " + cfg_.checkpoint.dir + "; starting fresh\n");
+    return std::nullopt;
+  }
+  log_.print("Resume: " + choice->path + " (" + choice->reason + ")\n");
+  resume_scanned_ = choice->scanned;
+  resume_file_ = choice->path;
+  return choice->path;
+}
+
 void Checkpointer::Impl::read_phase(const std::string& path, const std::string& what, const std::function<void()>& fn) {
   const std::string where = "checkpoint '" + path + "': ";
   const auto failure = phase(where + what + ": ", fn, [](bool) { return std::string(); });

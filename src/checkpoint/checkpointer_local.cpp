@@ -105,7 +105,7 @@ std::string Checkpointer::Impl::fingerprint(Model& model, Optimizer& opt) {
 void Checkpointer::Impl::snapshot_local(const Snapshot& snap, Model& model, Optimizer& opt) {
   const PartHeader header{snap.lineage.run_id, snap.lineage.branched_from, snap.slurm_job, checkpoint_dir_, snap.step, grid_.rank(),
                           grid_.shape().size(), fingerprint(model, opt), snap.sample_index, snap.epoch,
-                          snap.optim_steps, snap.optim_type, tokenizer_ ? tokenizer_->name : "", {}};
+                          snap.optim_steps, snap.optim_type, tokenizer_ ? tokenizer_->name : ""};
   std::vector<std::pair<std::string, torch::Tensor>> tensors;  // host, contiguous
   for (const auto& e : entries(model, opt))
     if (e.local.defined()) tensors.emplace_back(e.name, e.local.detach().to(torch::kCPU).contiguous());

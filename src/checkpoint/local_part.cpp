@@ -19,6 +19,11 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace gridtrain {
+
+// The header's JSON: its fields by name (nlohmann's to_json/from_json).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PartHeader, run_id, branched_from, slurm_job, checkpoint_dir, step, rank, world,
+                                   fingerprint, sample_index, epoch, optim_steps, optim_type, tokenizer_name)
+
 namespace {
 
 constexpr char kMagic[8] = {'G', 'T', 'P', 'A', 'R', 'T', '0', '1'};
@@ -40,32 +45,6 @@ std::uint64_t get_u64(const unsigned char* at) {
   return v;
 }
 
-// TrainState's values travel as blobs "/train/<name>" (exact bits, NaN and Inf included).
-json header_json(const PartHeader& h) {
-  return {{"run_id", h.run_id}, {"branched_from", h.branched_from}, {"slurm_job", h.slurm_job},
-          {"checkpoint_dir", h.checkpoint_dir},          {"step", h.step}, {"rank", h.rank}, {"world", h.world}, {"fingerprint", h.fingerprint},
-          {"sample_index", h.sample_index}, {"epoch", h.epoch}, {"optim_steps", h.optim_steps},
-          {"optim_type", h.optim_type}, {"tokenizer_name", h.tokenizer_name}};
-}
-
-PartHeader header_of(const json& j) {
-  PartHeader h;
-  j.at("run_id").get_to(h.run_id);
-  j.at("branched_from").get_to(h.branched_from);
-  j.at("slurm_job").get_to(h.slurm_job);
-  j.at("checkpoint_dir").get_to(h.checkpoint_dir);
-  j.at("step").get_to(h.step);
-  j.at("rank").get_to(h.rank);
-  j.at("world").get_to(h.world);
-  j.at("fingerprint").get_to(h.fingerprint);
-  j.at("sample_index").get_to(h.sample_index);
-  j.at("epoch").get_to(h.epoch);
-  j.at("optim_steps").get_to(h.optim_steps);
-  j.at("optim_type").get_to(h.optim_type);
-  j.at("tokenizer_name").get_to(h.tokenizer_name);
-  return h;
-}
-
 [[noreturn]] void os_error(const std::string& what, const fs::path& path) {
   throw std::system_error(errno, std::generic_category(), what + " " + path.string());
 }
@@ -74,7 +53,7 @@ PartHeader header_of(const json& j) {
 
 void PartImage::begin(const PartHeader& header, const std::vector<std::pair<std::string, std::size_t>>& blobs) {
   header_ = header;
-  json j = header_json(header);
+  json j = header;
   j["blobs"] = json::array();
   for (const auto& [name, size] : blobs) j["blobs"].push_back({name, size});
   const std::string text = j.dump();
@@ -109,7 +88,7 @@ void PartImage::parse() {
   if (length > n - kPrefix - 8) throw std::runtime_error("header length past the end of the part");
   try {
     const json j = json::parse(bytes_.begin() + kPrefix, bytes_.begin() + static_cast<std::ptrdiff_t>(kPrefix + length));
-    header_ = header_of(j);
+    header_ = j.get<PartHeader>();
     blobs_.clear();
     std::size_t at = kPrefix + length;
     for (const auto& b : j.at("blobs")) {

@@ -13,12 +13,6 @@ using namespace gridtrain;
 using namespace gridtrain::test;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string read_all(const std::string& path) { return read_on_root(path, MPI_COMM_WORLD); }
-
-}  // namespace
-
 TEST_CASE("a rank slower than the others' median at two thermo lines in a row is named once", "[np4]") {
   const auto dir = shared_dir("stragglers");
   const std::string path = dir + "/watch.log";
@@ -33,12 +27,12 @@ TEST_CASE("a rank slower than the others' median at two thermo lines in a row is
   CHECK(t.min_ms == 10.0);
   CHECK(t.mean_ms == Approx((10.0 + 11.0 + 30.0 + 13.0) / 4));
   CHECK(t.median_ms == 11.0);  // of 10, 11, 13
-  CHECK(read_all(path).find("Straggler") == std::string::npos);  // one line is no pattern
+  CHECK(read_on_root(path, MPI_COMM_WORLD).find("Straggler") == std::string::npos);  // one line is no pattern
   watch.observe(20, busy(2, 3.0));
   watch.observe(30, busy(2, 3.0));
   watch.observe(40, busy(2, 1.2));  // within the factor: the streak ends
   watch.observe(50, busy(3, 2.0));
-  const std::string text = read_all(path);
+  const std::string text = read_on_root(path, MPI_COMM_WORLD);
   CAPTURE(text);
   CHECK(text.find("Straggler: rank 2 on ") != std::string::npos);
   CHECK(text.find("at the thermo lines of steps 10 to 20") != std::string::npos);
@@ -57,9 +51,9 @@ TEST_CASE("debug.slow_rank is found by the busy times and named", "[np4]") {
   Log log(world_rank() == 0, false);
   log.open_file(dir + "/run.log");
   Trainer(c, MPI_COMM_WORLD, log, 1.0).run();
-  const std::string text = read_all(dir + "/run.log");
+  const std::string text = read_on_root(dir + "/run.log", MPI_COMM_WORLD);
   CAPTURE(text);
   CHECK(text.find("Straggler: rank 1 on ") != std::string::npos);
-  const std::string metrics = read_all(c.output.dir + "/metrics.jsonl");
+  const std::string metrics = read_on_root(c.output.dir + "/metrics.jsonl", MPI_COMM_WORLD);
   CHECK(metrics.find("\"slowest_rank\": 1") != std::string::npos);
 }

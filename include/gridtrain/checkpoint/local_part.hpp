@@ -19,11 +19,10 @@
 
 #include <mpi.h>
 
-#include "gridtrain/precision/step_guard.hpp"  // TrainState
-
 namespace gridtrain {
 
 /// What a part says about itself: whose it is, of which step, and whether this run may take it.
+/// (The step guard's and sampler's TrainState travel as blobs "/train/<name>": exact bits.)
 struct PartHeader {
   std::string run_id, branched_from, slurm_job;  ///< the lineage that wrote it
   std::string checkpoint_dir;  ///< its checkpoint.dir, absolute: whose lineage the part continues
@@ -33,7 +32,6 @@ struct PartHeader {
   std::uint64_t sample_index = 0, epoch = 0;
   long long optim_steps = 0;
   std::string optim_type, tokenizer_name;
-  TrainState train;
 };
 
 /// An image being built or read: header, then named blobs one after another.
